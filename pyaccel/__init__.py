@@ -1,0 +1,43 @@
+"""pyaccel: faster local text generation on llama.cpp GGUF models.
+
+Several tokens per forward pass of the target model (draft models, n-gram drafts, trees),
+with output that stays the model's own.
+"""
+
+from __future__ import annotations
+
+from .api import Generator, Model
+from .decode import NoDraft
+from .errors import (
+    ContextOverflowError,
+    IncompatibleModelsError,
+    ModelLoadError,
+    ModelNotFoundError,
+    PullError,
+    PyaccelError,
+)
+from .registry import cache_dir, load_registry, pull, resolve_model
+from .types import Draft, Proposer, Result, SamplingConfig, Stats
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "ContextOverflowError",
+    "Draft",
+    "Generator",
+    "IncompatibleModelsError",
+    "Model",
+    "ModelLoadError",
+    "ModelNotFoundError",
+    "NoDraft",
+    "Proposer",
+    "PullError",
+    "PyaccelError",
+    "Result",
+    "SamplingConfig",
+    "Stats",
+    "cache_dir",
+    "load_registry",
+    "pull",
+    "resolve_model",
+]

@@ -1,0 +1,381 @@
+"""The llama.cpp backend: the only module of pyaccel that imports `llama_cpp`.
+
+It wraps llama-cpp-python's low-level API: one model and one context per `LlamaBackend`,
+decoding of batches in which every token has its own position, sequence ids and logits
+flag, zero-copy logits rows, KV-cache operations, tokenization, incremental
+detokenization and the GGUF chat template.
+
+The batch is our own memory (numpy arrays that a `llama_batch` struct points into), so
+filling it is a few vectorised numpy assignments rather than a Python loop per token:
+
+    token  [n]            pos    [n]           logits [n] (int8 flags)
+    n_seq  [n]            seq    [n, n_seq_max] (row i: the sequence ids of token i)
+"""
+
+from __future__ import annotations
+
+import codecs
+import ctypes
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+import numpy.typing as npt
+
+import llama_cpp
+from llama_cpp import _logger as llama_logger
+from llama_cpp.llama_chat_format import Jinja2ChatFormatter
+
+from .errors import ContextOverflowError, ModelLoadError
+
+GGUF_MAGIC = b"GGUF"
+
+
+def default_threads() -> int:
+    """All cores on small machines; half the logical cores (about the physical ones) on larger."""
+    n = os.cpu_count() or 1
+    return n if n <= 4 else max(1, n // 2)
+
+
+@dataclass(frozen=True)
+class ContextConfig:
+    n_ctx: int = 4096
+    n_threads: int | None = None
+    n_gpu_layers: int = 0
+    n_seq_max: int = 1
+    n_batch: int = 512
+    kv_unified: bool = True
+    embeddings: bool = False
+    verbose: bool = False
+
+
+class _Batch:
+    """A llama_batch whose arrays are numpy buffers owned by this object."""
+
+    def __init__(self, capacity: int, n_seq_max: int) -> None:
+        self.capacity = capacity
+        self.token = np.zeros(capacity, dtype=np.int32)
+        self.pos = np.zeros(capacity, dtype=np.int32)
+        self.n_seq = np.ones(capacity, dtype=np.int32)
+        self.seq = np.zeros((capacity, n_seq_max), dtype=np.int32)
+        self.logits = np.zeros(capacity, dtype=np.int8)
+        row_ptrs = [self.seq[i].ctypes.data for i in range(capacity)]
+        self._seq_ptrs = (ctypes.POINTER(ctypes.c_int32) * capacity)(
+            *[ctypes.cast(p, ctypes.POINTER(ctypes.c_int32)) for p in row_ptrs]
+        )
+        self.struct = llama_cpp.llama_batch()
+        self.struct.token = self.token.ctypes.data_as(ctypes.POINTER(ctypes.c_int32))
+        self.struct.embd = None
+        self.struct.pos = self.pos.ctypes.data_as(ctypes.POINTER(ctypes.c_int32))
+        self.struct.n_seq_id = self.n_seq.ctypes.data_as(ctypes.POINTER(ctypes.c_int32))
+        self.struct.seq_id = self._seq_ptrs
+        self.struct.logits = self.logits.ctypes.data_as(ctypes.POINTER(ctypes.c_int8))
+
+
+def check_gguf_file(path: Path) -> None:
+    """Fail early, with a clear message, on files llama.cpp would reject less politely."""
+    if not path.is_file():
+        raise ModelLoadError(f"{path} is not a file")
+    with open(path, "rb") as f:
+        magic = f.read(4)
+    if magic != GGUF_MAGIC:
+        raise ModelLoadError(
+            f"{path} is not a GGUF model file (it starts with {magic!r}, not b'GGUF'). "
+            "Convert it with llama.cpp's convert_hf_to_gguf.py or use a registry model."
+        )
+
+
+class LlamaBackend:
+    """One llama.cpp model and context. Use as a context manager or call `close()`."""
+
+    def __init__(self, path: str | os.PathLike[str], config: ContextConfig = ContextConfig()) -> None:
+        self.path = Path(path)
+        self.config = config
+        self._model = None
+        self._ctx = None
+        check_gguf_file(self.path)
+        llama_logger.set_verbose(config.verbose)
+        llama_cpp.llama_backend_init()
+        self._load(config)
+
+    # ---- life cycle -------------------------------------------------------------------
+
+    def _load(self, config: ContextConfig) -> None:
+        mparams = llama_cpp.llama_model_default_params()
+        mparams.n_gpu_layers = config.n_gpu_layers
+        model = llama_cpp.llama_model_load_from_file(os.fsencode(self.path), mparams)
+        if not model:
+            raise ModelLoadError(
+                f"llama.cpp could not load {self.path}: the file may be truncated, corrupted, or "
+                "of an architecture this llama-cpp-python does not know (run with verbose=True to see why)"
+            )
+        self._model = model
+        self._vocab = llama_cpp.llama_model_get_vocab(model)
+        self.n_vocab = int(llama_cpp.llama_vocab_n_tokens(self._vocab))
+        self.n_embd = int(llama_cpp.llama_model_n_embd(model))
+        n_seq_max = max(1, config.n_seq_max)
+        limit = int(llama_cpp.llama_max_parallel_sequences())
+        if n_seq_max > limit:
+            raise ValueError(f"n_seq_max={n_seq_max} exceeds llama.cpp's limit of {limit} sequences")
+        cparams = llama_cpp.llama_context_default_params()
+        cparams.n_ctx = config.n_ctx
+        cparams.n_batch = config.n_batch
+        cparams.n_ubatch = config.n_batch
+        cparams.n_seq_max = n_seq_max
+        threads = config.n_threads or default_threads()
+        cparams.n_threads = threads
+        cparams.n_threads_batch = threads
+        cparams.kv_unified = config.kv_unified
+        cparams.embeddings = config.embeddings
+        if config.embeddings:
+            cparams.pooling_type = llama_cpp.LLAMA_POOLING_TYPE_NONE
+        ctx = llama_cpp.llama_init_from_model(model, cparams)
+        if not ctx:
+            raise ModelLoadError(f"llama.cpp could not create a context of {config.n_ctx} tokens for {self.path}")
+        self._ctx = ctx
+        self._mem = llama_cpp.llama_get_memory(ctx)
+        self.n_ctx = int(llama_cpp.llama_n_ctx(ctx))
+        self.n_seq_max = n_seq_max
+        self.n_threads = threads
+        self._batch = _Batch(config.n_batch, n_seq_max)
+
+    def close(self) -> None:
+        if self._ctx is not None:
+            llama_cpp.llama_free(self._ctx)
+            self._ctx = None
+        if self._model is not None:
+            llama_cpp.llama_model_free(self._model)
+            self._model = None
+
+    def __enter__(self) -> "LlamaBackend":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        self.close()
+
+    def _require_open(self) -> None:
+        if self._ctx is None:
+            raise RuntimeError("this model has been closed; create a new one")
+
+    # ---- decoding -----------------------------------------------------------------------
+
+    @property
+    def max_batch(self) -> int:
+        return self._batch.capacity
+
+    def decode(
+        self,
+        tokens: npt.ArrayLike,
+        positions: npt.ArrayLike,
+        seq_ids: Sequence[Sequence[int]] | None = None,
+        logits: npt.ArrayLike | None = None,
+    ) -> None:
+        """Evaluate one batch of at most `max_batch` tokens.
+
+        seq_ids: per token, the sequence ids it belongs to (default: all in sequence 0).
+        logits: per token, 1 where its logits are wanted (default: the last token only).
+        After the call, `logits_rows()` holds the wanted rows in batch order.
+        """
+        self._require_open()
+        b = self._batch
+        tok = np.asarray(tokens, dtype=np.int32)
+        n = tok.shape[0]
+        if n == 0 or n > b.capacity:
+            raise ValueError(f"a batch holds 1..{b.capacity} tokens, got {n}")
+        b.token[:n] = tok
+        b.pos[:n] = np.asarray(positions, dtype=np.int32)
+        if seq_ids is None:
+            b.n_seq[:n] = 1
+            b.seq[:n, 0] = 0
+        else:
+            for i, ids in enumerate(seq_ids):
+                b.n_seq[i] = len(ids)
+                b.seq[i, : len(ids)] = ids
+        if logits is None:
+            b.logits[:n] = 0
+            b.logits[n - 1] = 1
+        else:
+            b.logits[:n] = np.asarray(logits, dtype=np.int8)
+        self._n_out = int(np.count_nonzero(b.logits[:n]))
+        b.struct.n_tokens = n
+        rc = llama_cpp.llama_decode(self._ctx, b.struct)
+        if rc == 1:
+            raise ContextOverflowError(
+                f"the KV cache is full (context of {self.n_ctx} tokens): use a larger n_ctx or a shorter prompt"
+            )
+        if rc != 0:
+            raise RuntimeError(f"llama_decode failed with code {rc}")
+
+    def prefill(self, tokens: Sequence[int], start_pos: int, seq_id: int = 0, want_all: bool = False) -> None:
+        """Evaluate a long run of tokens in chunks of `max_batch`; the last token's logits are kept."""
+        tok = np.asarray(tokens, dtype=np.int32)
+        if start_pos + len(tok) > self.n_ctx:
+            raise ContextOverflowError(
+                f"{start_pos + len(tok)} tokens do not fit the context of {self.n_ctx}: "
+                "use a larger n_ctx or a shorter prompt"
+            )
+        step = self.max_batch
+        for lo in range(0, len(tok), step):
+            chunk = tok[lo : lo + step]
+            pos = np.arange(start_pos + lo, start_pos + lo + len(chunk), dtype=np.int32)
+            seqs = None if seq_id == 0 else [[seq_id]] * len(chunk)
+            flags = np.ones(len(chunk), dtype=np.int8) if want_all else None
+            self.decode(chunk, pos, seqs, flags)
+
+    def logits_rows(self) -> npt.NDArray[np.float32]:
+        """Zero-copy [n_outputs, n_vocab] view of the last decode's logits; valid until the next decode."""
+        self._require_open()
+        ptr = llama_cpp.llama_get_logits(self._ctx)
+        return np.ctypeslib.as_array(ptr, shape=(self._n_out, self.n_vocab))
+
+    def embeddings_rows(self) -> npt.NDArray[np.float32]:
+        """Zero-copy [n_outputs, n_embd] final hidden states (needs embeddings=True)."""
+        self._require_open()
+        if not self.config.embeddings:
+            raise RuntimeError("hidden states need the context created with embeddings=True")
+        ptr = llama_cpp.llama_get_embeddings(self._ctx)
+        return np.ctypeslib.as_array(ptr, shape=(self._n_out, self.n_embd))
+
+    # ---- KV cache -------------------------------------------------------------------------
+
+    def kv_remove(self, seq_id: int, p0: int = -1, p1: int = -1) -> None:
+        """Drop cells of `seq_id` (-1: any) with positions in [p0, p1) (-1: open end)."""
+        self._require_open()
+        llama_cpp.llama_memory_seq_rm(self._mem, seq_id, p0, p1)
+
+    def kv_copy(self, src: int, dst: int, p0: int = -1, p1: int = -1) -> None:
+        """Tag the cells of `src` in [p0, p1) as also belonging to `dst` (no data is copied)."""
+        self._require_open()
+        llama_cpp.llama_memory_seq_cp(self._mem, src, dst, p0, p1)
+
+    def kv_keep(self, seq_id: int) -> None:
+        """Drop every cell that does not belong to `seq_id`."""
+        self._require_open()
+        llama_cpp.llama_memory_seq_keep(self._mem, seq_id)
+
+    def kv_pos_max(self, seq_id: int = 0) -> int:
+        """Largest position cached for `seq_id`, or -1 when it is empty."""
+        self._require_open()
+        return int(llama_cpp.llama_memory_seq_pos_max(self._mem, seq_id))
+
+    def kv_clear(self) -> None:
+        self._require_open()
+        llama_cpp.llama_memory_clear(self._mem, True)
+
+    # ---- vocabulary -----------------------------------------------------------------------
+
+    def tokenize(self, text: str, add_special: bool = True, parse_special: bool = True) -> list[int]:
+        self._require_open()
+        data = text.encode("utf-8")
+        cap = len(data) + 16
+        buf = (llama_cpp.llama_token * cap)()
+        n = llama_cpp.llama_tokenize(self._vocab, data, len(data), buf, cap, add_special, parse_special)
+        if n < 0:
+            cap = -n
+            buf = (llama_cpp.llama_token * cap)()
+            n = llama_cpp.llama_tokenize(self._vocab, data, len(data), buf, cap, add_special, parse_special)
+        return list(buf[:n])
+
+    def token_bytes(self, token: int, special: bool = False) -> bytes:
+        self._require_open()
+        buf = ctypes.create_string_buffer(64)
+        n = llama_cpp.llama_token_to_piece(self._vocab, token, buf, 64, 0, special)
+        if n < 0:
+            buf = ctypes.create_string_buffer(-n)
+            n = llama_cpp.llama_token_to_piece(self._vocab, token, buf, -n, 0, special)
+        return buf.raw[:n]
+
+    def token_text(self, token: int) -> bytes:
+        """The raw vocabulary entry (as llama.cpp compares vocabularies), not the rendered piece."""
+        self._require_open()
+        return llama_cpp.llama_vocab_get_text(self._vocab, token) or b""
+
+    def detokenize(self, tokens: Sequence[int]) -> str:
+        return b"".join(self.token_bytes(t) for t in tokens).decode("utf-8", errors="replace")
+
+    def is_eog(self, token: int) -> bool:
+        return bool(llama_cpp.llama_vocab_is_eog(self._vocab, token))
+
+    @property
+    def bos(self) -> int:
+        return int(llama_cpp.llama_vocab_bos(self._vocab))
+
+    @property
+    def eos(self) -> int:
+        return int(llama_cpp.llama_vocab_eos(self._vocab))
+
+    @property
+    def add_bos(self) -> bool:
+        return bool(llama_cpp.llama_vocab_get_add_bos(self._vocab))
+
+    def metadata(self, key: str) -> str | None:
+        self._require_open()
+        buf = ctypes.create_string_buffer(1 << 16)
+        n = llama_cpp.llama_model_meta_val_str(self._model, key.encode(), buf, len(buf))
+        if n < 0:
+            return None
+        if n >= len(buf):
+            buf = ctypes.create_string_buffer(n + 1)
+            llama_cpp.llama_model_meta_val_str(self._model, key.encode(), buf, len(buf))
+        return buf.value.decode("utf-8", errors="replace")
+
+    # ---- chat ------------------------------------------------------------------------------
+
+    def chat_formatter(self) -> Jinja2ChatFormatter:
+        template = self.metadata("tokenizer.chat_template")
+        if not template:
+            raise ValueError(
+                f"{self.path.name} has no chat template in its metadata: use generate() with a raw prompt"
+            )
+        bos = self.token_bytes(self.bos, special=True).decode("utf-8", errors="replace") if self.bos >= 0 else ""
+        eos = self.token_bytes(self.eos, special=True).decode("utf-8", errors="replace") if self.eos >= 0 else ""
+        return Jinja2ChatFormatter(template=template, eos_token=eos, bos_token=bos)
+
+
+class Detokenizer:
+    """Turns a token stream into text pieces, never splitting a UTF-8 character."""
+
+    def __init__(self, backend: LlamaBackend) -> None:
+        self._backend = backend
+        self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+
+    def push(self, token: int) -> str:
+        return self._decoder.decode(self._backend.token_bytes(token))
+
+    def flush(self) -> str:
+        return self._decoder.decode(b"", final=True)
+
+
+@dataclass(frozen=True)
+class VocabDifference:
+    ok: bool
+    reason: str = ""
+
+
+# llama.cpp's speculative example tolerates this much difference in vocabulary size.
+VOCAB_SIZE_SLACK = 128
+# ... and compares token texts from this id on (the low ids hold the special tokens).
+VOCAB_CHECK_START = 5
+
+
+def compare_vocabularies(target: LlamaBackend, draft: LlamaBackend) -> VocabDifference:
+    """Can `draft` propose tokens for `target`? (same checks as llama.cpp's speculative decoding)"""
+    if target.add_bos != draft.add_bos or (target.add_bos and target.bos != draft.bos):
+        return VocabDifference(False, f"different BOS handling (target bos={target.bos}, draft bos={draft.bos})")
+    if target.eos != draft.eos:
+        return VocabDifference(False, f"different EOS tokens (target {target.eos}, draft {draft.eos})")
+    diff = abs(target.n_vocab - draft.n_vocab)
+    if diff > VOCAB_SIZE_SLACK:
+        return VocabDifference(
+            False, f"vocabulary sizes differ by {diff} (target {target.n_vocab}, draft {draft.n_vocab})"
+        )
+    for tok in range(VOCAB_CHECK_START, min(target.n_vocab, draft.n_vocab)):
+        a, b = target.token_text(tok), draft.token_text(tok)
+        if a != b:
+            return VocabDifference(False, f"token {tok} differs: target {a!r}, draft {b!r}")
+    return VocabDifference(True)

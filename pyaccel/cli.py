@@ -1,0 +1,122 @@
+"""The `pyaccel` command line: generate text and manage the model registry."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Sequence
+
+from . import registry
+from .errors import PyaccelError
+from .methods import make_method, method_names
+from .types import DEFAULT_MAX_TOKENS, Result
+
+
+def _add_generate(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
+    p = sub.add_parser("generate", help="generate text from a prompt")
+    p.add_argument("prompt", help="the prompt text ('-' reads it from standard input)")
+    p.add_argument("-m", "--model", default=None, help="registry name or path to a .gguf (default: the registry default)")
+    p.add_argument("--method", default="plain", choices=method_names(), help="decoding method (default: plain)")
+    p.add_argument("--max-tokens", type=int, default=DEFAULT_MAX_TOKENS)
+    p.add_argument("--temperature", type=float, default=0.0, help="0 is greedy (default)")
+    p.add_argument("--top-k", type=int, default=0)
+    p.add_argument("--top-p", type=float, default=1.0)
+    p.add_argument("--min-p", type=float, default=0.0)
+    p.add_argument("--seed", type=int, default=None)
+    p.add_argument("--stop", action="append", default=None, help="stop string (repeatable)")
+    p.add_argument("--chat", action="store_true", help="wrap the prompt in the model's chat template as a user turn")
+    p.add_argument("--n-ctx", type=int, default=4096)
+    p.add_argument("--threads", type=int, default=None)
+    p.add_argument("--n-gpu-layers", type=int, default=0)
+    p.add_argument("--json", action="store_true", help="print one JSON object with text, tokens, finish_reason, stats")
+    p.add_argument("--stats", action="store_true", help="print speed statistics to stderr")
+
+
+def _add_models(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
+    p = sub.add_parser("models", help="list, pull and locate registry models")
+    msub = p.add_subparsers(dest="models_cmd", required=True)
+    msub.add_parser("list", help="list known models and whether they are cached")
+    pull = msub.add_parser("pull", help="download and verify a model into the cache")
+    pull.add_argument("name")
+    pull.add_argument("--force", action="store_true", help="fetch again even if cached")
+    path = msub.add_parser("path", help="print the cached path of a model (pulling it if needed)")
+    path.add_argument("name")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="pyaccel", description=__doc__)
+    sub = parser.add_subparsers(dest="cmd", required=True)
+    _add_generate(sub)
+    _add_models(sub)
+    return parser
+
+
+def _cmd_models(args: argparse.Namespace) -> int:
+    reg = registry.load_registry()
+    if args.models_cmd == "list":
+        for name, spec in reg.models.items():
+            cached = "cached" if registry.model_cache_path(spec).is_file() else "not cached"
+            default = " (default)" if name == reg.default else ""
+            draft = f", draft: {spec.draft}" if spec.draft else ""
+            print(f"{name}{default}  {spec.size / 1e6:.0f} MB  {spec.license}  [{cached}]{draft}")
+            print(f"    {spec.description}")
+        return 0
+    if args.models_cmd == "pull":
+        print(registry.pull(args.name, force=args.force))
+        return 0
+    print(registry.resolve_model(args.name))
+    return 0
+
+
+def _print_stats(result: Result) -> None:
+    s = result.stats
+    print(
+        f"[{s.new_tokens} tokens, {s.tokens_per_s:.2f} tok/s, prefill {s.prefill_s:.2f}s, "
+        f"tau {s.tau:.2f}, target passes {s.target_forwards}, finish: {result.finish_reason}]",
+        file=sys.stderr,
+    )
+
+
+def _cmd_generate(args: argparse.Namespace) -> int:
+    from .api import Generator, Model
+
+    prompt = sys.stdin.read() if args.prompt == "-" else args.prompt
+    model = Model(args.model, n_ctx=args.n_ctx, n_threads=args.threads, n_gpu_layers=args.n_gpu_layers)
+    gen = Generator(model, make_method(args.method, model))
+    kwargs = dict(max_tokens=args.max_tokens, temperature=args.temperature, top_k=args.top_k,
+                  top_p=args.top_p, min_p=args.min_p, seed=args.seed, stop=args.stop)
+    source = model.chat_prompt([{"role": "user", "content": prompt}]) if args.chat else prompt
+    result: Result | None = None
+    for item in gen.stream(source, **kwargs):
+        if isinstance(item, Result):
+            result = item
+        elif not args.json:
+            sys.stdout.write(item)
+            sys.stdout.flush()
+    assert result is not None
+    if args.json:
+        print(json.dumps(result.to_dict()))
+    else:
+        sys.stdout.write("\n")
+    if args.stats:
+        _print_stats(result)
+    model.close()
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        if args.cmd == "models":
+            return _cmd_models(args)
+        return _cmd_generate(args)
+    except (PyaccelError, ValueError, FileNotFoundError) as exc:
+        print(f"pyaccel: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

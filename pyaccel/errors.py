@@ -1,0 +1,27 @@
+"""Exceptions raised by pyaccel. Every message says what the user can do about it."""
+
+from __future__ import annotations
+
+
+class PyaccelError(Exception):
+    """Base class for pyaccel's own errors."""
+
+
+class ModelNotFoundError(PyaccelError, FileNotFoundError):
+    """A model name is unknown, or a model path does not exist."""
+
+
+class ModelLoadError(PyaccelError, ValueError):
+    """A file exists but llama.cpp cannot load it as a GGUF model."""
+
+
+class PullError(PyaccelError, RuntimeError):
+    """Fetching or verifying a registry model failed; no partial file is left behind."""
+
+
+class IncompatibleModelsError(PyaccelError, ValueError):
+    """Target and draft models do not share a vocabulary."""
+
+
+class ContextOverflowError(PyaccelError, ValueError):
+    """The prompt (plus what is asked to be generated) does not fit the context."""

