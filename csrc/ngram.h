@@ -1,0 +1,227 @@
+#pragma once
+
+// N-gram drafting: free drafts read from text the model has already seen.
+//
+// Two structures, two uses:
+//  - NgramIndex: exact positions of every n-gram in ONE stream (prompt + output so far).
+//    Prompt lookup: when the last n tokens occurred before, what followed them then is a
+//    good guess for what follows now (code editing, RAG, summaries copy long spans).
+//  - NgramCache: n-gram -> next-token counts, no positions, so it can persist across
+//    calls and be built from a corpus (llama.cpp's common/ngram-cache idea). Drafting
+//    combines a context cache, a dynamic cache and a static cache.
+//
+// All token ids are int32 and must be >= 0 (negative ids are rejected: the caches use
+// -1 as padding inside their fixed-size keys). Objects are not thread-safe: do not
+// mutate one from two threads at once.
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+namespace pyaccel {
+
+// ---------------------------------------------------------------------------------------
+// Prompt-lookup index
+// ---------------------------------------------------------------------------------------
+
+// A draft tree. Node i holds tokens[i]; parents[i] is the index of its parent node or -1
+// for a child of the root (the last committed token). parents[i] < i, so a node always
+// comes after its parent, and a single continuation is a chain (parents = -1, 0, 1, ...).
+// Node order: the best branch first, then the nodes each further branch adds, in the
+// order the branches were chosen. counts[i] = how many earlier occurrences support the
+// path root..i.
+struct DraftTree {
+    std::vector<int32_t> tokens;
+    std::vector<int32_t> parents;
+    std::vector<int32_t> counts;
+    int32_t match_len     = 0;  // n of the matched suffix n-gram; 0 when nothing matched
+    int32_t n_occurrences = 0;  // earlier occurrences of that n-gram (all, before pruning)
+};
+
+// Incremental index of all n-grams with n in [n_min, n_max] over one token stream.
+//
+// Memory: one position per (position, n). append is O(#new * n_max); truncate is
+// O(#removed * n_max); lookup is O(n_max * n_occurrences * max_len).
+class NgramIndex {
+public:
+    static constexpr int32_t kMaxN = 64;
+    // Prompt lookup as llama.cpp's lookup examples do it: 1..4-token contexts.
+    static constexpr int32_t kDefaultNMin = 1;
+    static constexpr int32_t kDefaultNMax = 4;
+
+    // n_min, n_max: the n-gram lengths indexed; 1 <= n_min <= n_max <= kMaxN.
+    explicit NgramIndex(int32_t n_min = kDefaultNMin, int32_t n_max = kDefaultNMax);
+
+    // tokens: appended to the end of the stream; every n-gram that ENDS at a new
+    // position is indexed. Nothing already indexed is rescanned.
+    void append(const int32_t * tokens, size_t n_tokens);
+
+    // n: new length of the stream, 0 <= n <= size(). Drops the tokens after n (rollback
+    // after a rejected draft) and their n-grams.
+    void truncate(size_t n);
+
+    // Drafts from the earlier occurrences of the stream's suffix.
+    // n_min, n_max: suffix lengths to try, longest first; must lie within the index's
+    //   own [n_min, n_max]. The first n with at least one earlier occurrence is used.
+    // max_len: >= 1, the longest continuation taken from any occurrence (tree depth).
+    //   Continuations stop at the end of the stream.
+    // max_candidates: >= 1, the most branches (leaves) the tree may have. Branch 1 is the
+    //   greedy chain (at each node the child with the largest count, ties to the most
+    //   recent occurrence); each further branch starts at the not-yet-taken node with the
+    //   largest count whose parent is in the tree, and continues greedily.
+    // The occurrence that ends at the very end of the stream (the suffix itself) is not
+    // an earlier occurrence and is never used. Deterministic.
+    DraftTree lookup(int32_t n_min, int32_t n_max, int32_t max_len,
+                     int32_t max_candidates) const;
+
+    size_t size() const { return tokens_.size(); }
+    const std::vector<int32_t> & tokens() const { return tokens_; }
+    int32_t n_min() const { return n_min_; }
+    int32_t n_max() const { return n_max_; }
+
+private:
+    // Per n: hash of the n-gram -> end positions (index of its last token), ascending.
+    // Hashes can collide; lookup re-checks the tokens.
+    using PositionMap = std::unordered_map<uint64_t, std::vector<int32_t>>;
+
+    std::vector<int32_t> occurrences(int32_t n) const;
+    DraftTree build_tree(const std::vector<int32_t> & ends, int32_t max_len,
+                         int32_t max_candidates) const;
+
+    int32_t n_min_;
+    int32_t n_max_;
+    std::vector<int32_t> tokens_;
+    std::vector<PositionMap> maps_;  // maps_[n - n_min_]
+};
+
+// ---------------------------------------------------------------------------------------
+// Persistent n-gram caches
+// ---------------------------------------------------------------------------------------
+
+constexpr int32_t kNgramCacheMaxN = 4;
+
+// An n-gram of up to kNgramCacheMaxN tokens; unused trailing slots hold -1, so the
+// length is part of the key.
+struct NgramKey {
+    std::array<int32_t, kNgramCacheMaxN> tokens;
+    bool operator==(const NgramKey & other) const { return tokens == other.tokens; }
+    bool operator<(const NgramKey & other) const { return tokens < other.tokens; }
+};
+
+struct NgramKeyHash {
+    size_t operator()(const NgramKey & key) const;
+};
+
+struct TokenCount {
+    int32_t token;
+    uint32_t count;  // saturates at UINT32_MAX
+};
+
+// The tokens that followed one n-gram and how often, ascending by token: a flat vector
+// (most n-grams have one or two followers; a hash map each would cost ~100 bytes) with a
+// deterministic order and binary search.
+using NgramFollowers = std::vector<TokenCount>;
+
+// Count of token among followers; 0 when it never followed.
+uint32_t ngram_followers_count(const NgramFollowers & followers, int32_t token);
+
+class NgramCache {
+public:
+    // n_min, n_max: the n-gram lengths counted; 1 <= n_min <= n_max <= kNgramCacheMaxN.
+    static constexpr int32_t kDefaultNMin = 1;
+    explicit NgramCache(int32_t n_min = kDefaultNMin, int32_t n_max = kNgramCacheMaxN);
+
+    // tokens: a whole stream. start: index of the first token not counted yet. For every
+    // i >= start and every n in [n_min, n_max] with i >= n, counts tokens[i] as a
+    // follower of tokens[i-n .. i-1]. So update(t[:k], 0) then update(t, k) equals
+    // update(t, 0): call it with the grown stream and its previous length.
+    void update(const int32_t * tokens, size_t n_tokens, size_t start);
+
+    // Adds other's counts to this cache. Both must count the same n range.
+    void merge(const NgramCache & other);
+
+    // path: written via a temporary file and renamed, so a crash never leaves a
+    // half-written cache. Format: see ngram_cache.cpp (magic, version, n range, checksum).
+    void save(const std::string & path) const;
+    // Throws std::invalid_argument naming the file when it is missing, truncated,
+    // corrupted or of another format version.
+    static NgramCache load(const std::string & path);
+
+    // ngram: n_tokens in [n_min, n_max] tokens. Returns nullptr when never seen.
+    const NgramFollowers * find(const int32_t * ngram, size_t n_tokens) const;
+
+    size_t size() const { return map_.size(); }  // distinct n-grams
+    int32_t n_min() const { return n_min_; }
+    int32_t n_max() const { return n_max_; }
+
+private:
+    int32_t n_min_;
+    int32_t n_max_;
+    std::unordered_map<NgramKey, NgramFollowers, NgramKeyHash> map_;
+};
+
+// When a cache's evidence for the next token is weaker than these, drafting stops: a
+// wrong draft token costs a verification slot on devices where slots are not free.
+// Indexed by n - 1. The context cache (this prompt + output) is trusted more than the
+// dynamic cache (earlier calls), hence its lower ("lax") bars. Defaults are llama.cpp's.
+struct NgramDraftThresholds {
+    using Table = std::array<int32_t, kNgramCacheMaxN>;
+    Table context_min_samples = {2, 2, 1, 1};
+    Table context_min_percent = {66, 50, 50, 50};
+    Table dynamic_min_samples = {4, 3, 2, 2};
+    Table dynamic_min_percent = {75, 66, 66, 66};
+    // The static cache (corpus) votes with n-grams of this length, and drafts on its own
+    // when neither other cache can, under these bars.
+    int32_t static_n           = 2;
+    int32_t static_min_samples = 2;
+    int32_t static_min_percent = 50;
+    // A candidate's score is count * static_weight * static_count when the static cache
+    // saw it after the same static_n-gram, else count * 1: corpus agreement dominates.
+    int32_t static_weight = 100;
+};
+
+// Drafts a chain of up to n_draft tokens to follow context_tokens.
+// context_tokens: prompt + output so far (the draft continues it).
+// context_cache: built from context_tokens (lax thresholds).
+// dynamic_cache: accumulated over earlier calls (strict thresholds).
+// static_cache: from a corpus, or nullptr; must count n = thresholds.static_n.
+// n_draft: >= 0, the most tokens to draft.
+// At each step the longest n-gram of the context cache that passes its thresholds gives
+// the token, else the dynamic cache's, else the static cache's; drafting stops at the
+// first step where none does. Ties go to the smaller token id (deterministic).
+std::vector<int32_t> ngram_cache_draft(const int32_t * context_tokens, size_t n_context,
+                                       const NgramCache & context_cache,
+                                       const NgramCache & dynamic_cache,
+                                       const NgramCache * static_cache, int32_t n_draft,
+                                       const NgramDraftThresholds & thresholds);
+
+// Throws std::invalid_argument when a threshold is out of range (percent outside
+// 0..100, negative samples, static_n outside 1..kNgramCacheMaxN, static_weight < 1).
+void ngram_thresholds_check(const NgramDraftThresholds & thresholds);
+
+// Shared by ngram.cpp and ngram_cache.cpp; not part of the API.
+namespace ngram_detail {
+
+constexpr uint64_t kHashSeed = 0x9e3779b97f4a7c15ULL;
+uint64_t hash_mix(uint64_t h, int32_t token);
+
+// Caller mistakes: std::invalid_argument (ValueError in Python) built from pieces.
+template <class... Parts>
+[[noreturn]] void fail(const Parts &... parts) {
+    std::ostringstream msg;
+    (msg << ... << parts);
+    throw std::invalid_argument(msg.str());
+}
+
+// Throw unless every token id is >= 0 / unless 1 <= n_min <= n_max <= limit.
+void check_tokens(const int32_t * tokens, size_t n_tokens, const char * what);
+void check_n_range(int32_t n_min, int32_t n_max, int32_t limit, const char * who);
+
+}  // namespace ngram_detail
+
+}  // namespace pyaccel
