@@ -31,6 +31,7 @@ class Model:
         n_seq_max: int = 8,
         n_batch: int = 512,
         embeddings: bool = False,
+        flash_attn: bool | None = None,
         verbose: bool = False,
         progress: bool = True,
     ) -> None:
@@ -41,7 +42,8 @@ class Model:
         self.path: Path = registry.resolve_model(path_or_name, progress=progress)
         self.name: str = os.fspath(path_or_name) if not registry.is_local_path(path_or_name) else self.path.name
         config = ContextConfig(n_ctx=n_ctx, n_threads=n_threads, n_gpu_layers=n_gpu_layers,
-                               n_seq_max=n_seq_max, n_batch=n_batch, embeddings=embeddings, verbose=verbose)
+                               n_seq_max=n_seq_max, n_batch=n_batch, embeddings=embeddings,
+                               flash_attn=flash_attn, verbose=verbose)
         self.backend = LlamaBackend(self.path, config)
         self.cache = TargetCache(self.backend)
 

@@ -48,6 +48,7 @@ class ContextConfig:
     n_batch: int = 512
     kv_unified: bool = True
     embeddings: bool = False
+    flash_attn: bool | None = None  # None: llama.cpp decides
     verbose: bool = False
 
 
@@ -129,6 +130,9 @@ class LlamaBackend:
         cparams.n_threads_batch = threads
         cparams.kv_unified = config.kv_unified
         cparams.embeddings = config.embeddings
+        if config.flash_attn is not None:
+            cparams.flash_attn_type = (llama_cpp.LLAMA_FLASH_ATTN_TYPE_ENABLED if config.flash_attn
+                                       else llama_cpp.LLAMA_FLASH_ATTN_TYPE_DISABLED)
         if config.embeddings:
             cparams.pooling_type = llama_cpp.LLAMA_POOLING_TYPE_NONE
         ctx = llama_cpp.llama_init_from_model(model, cparams)
@@ -139,7 +143,8 @@ class LlamaBackend:
         self.n_ctx = int(llama_cpp.llama_n_ctx(ctx))
         self.n_seq_max = n_seq_max
         self.n_threads = threads
-        self._batch = _Batch(config.n_batch, n_seq_max)
+        # llama.cpp may clamp n_batch (e.g. to n_ctx); a larger batch would abort the process.
+        self._batch = _Batch(int(llama_cpp.llama_n_batch(ctx)), n_seq_max)
 
     def close(self) -> None:
         if self._ctx is not None:
