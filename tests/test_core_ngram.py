@@ -216,6 +216,8 @@ def test_index_rejects_caller_mistakes():
     with pytest.raises(ValueError, match="truncate"):
         index.truncate(4)
     with pytest.raises(ValueError, match=">= 0"):
+        index.truncate(-1)
+    with pytest.raises(ValueError, match=">= 0"):
         index.append([3, -1])
     with pytest.raises(ValueError, match="n_min"):
         _core.NgramIndex(3, 2)
@@ -280,8 +282,9 @@ def test_cache_file_damage_is_a_value_error_naming_the_file(tmp_path: Path):
 
 def test_cache_rejects_caller_mistakes():
     cache = _core.NgramCache(1, 2)
-    with pytest.raises(ValueError, match="start"):
-        cache.update([1, 2], start=3)
+    for start in (3, -1):
+        with pytest.raises(ValueError, match="start"):
+            cache.update([1, 2], start=start)
     with pytest.raises(ValueError, match="n range"):
         cache.merge(_core.NgramCache(1, 3))
     with pytest.raises(ValueError, match="counts n in 1..2"):
