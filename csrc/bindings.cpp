@@ -453,6 +453,7 @@ void bind_cost(py::module_ & m) {
              "decay"_a = AcceptanceStats::kDefaultDecay, "prior_alpha"_a = AcceptanceStats::kDefaultPriorAlpha,
              "prior_weight"_a = AcceptanceStats::kDefaultPriorWeight)
         .def("observe", &AcceptanceStats::observe, "n_drafted"_a, "n_accepted"_a)
+        .def("observe_position", &AcceptanceStats::observe_position, "position"_a, "accepted"_a)
         .def("alpha", [](const AcceptanceStats & s) { return as_array(s.alpha()); })
         .def_property_readonly("n_positions", &AcceptanceStats::n_positions);
 }

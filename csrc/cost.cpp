@@ -211,10 +211,14 @@ void AcceptanceStats::observe(int32_t n_drafted, int32_t n_accepted) {
     }
     // Positions 0..n_accepted were tried (the one after the accepted run is the rejection).
     const int32_t n_tried = std::min({n_drafted, n_accepted + 1, n_positions()});
-    for (int32_t i = 0; i < n_tried; ++i) {
-        tried_[i] = tried_[i] * decay_ + 1.0;
-        accepted_[i] = accepted_[i] * decay_ + (i < n_accepted ? 1.0 : 0.0);
-    }
+    for (int32_t i = 0; i < n_tried; ++i) observe_position(i, i < n_accepted);
+}
+
+void AcceptanceStats::observe_position(int32_t position, bool accepted) {
+    if (position < 0) fail("observe_position(position=", position, "): need position >= 0");
+    if (position >= n_positions()) return;
+    tried_[position] = tried_[position] * decay_ + 1.0;
+    accepted_[position] = accepted_[position] * decay_ + (accepted ? 1.0 : 0.0);
 }
 
 std::vector<double> AcceptanceStats::alpha() const {

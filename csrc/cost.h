@@ -124,6 +124,11 @@ public:
     // (0 <= n_accepted <= n_drafted) accepted.
     void observe(int32_t n_drafted, int32_t n_accepted);
 
+    // One position's outcome, for drafts whose tokens are checked one at a time as the real
+    // tokens arrive (shadow drafts). position >= 0; positions >= n_positions() are ignored.
+    // The caller only reports position i once positions < i were accepted.
+    void observe_position(int32_t position, bool accepted);
+
     // alpha[i] = (accepted[i] + prior_alpha * prior_weight) / (tried[i] + prior_weight).
     std::vector<double> alpha() const;
 

@@ -18,6 +18,9 @@ def _add_generate(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") ->
     p.add_argument("prompt", help="the prompt text ('-' reads it from standard input)")
     p.add_argument("-m", "--model", default=None, help="registry name or path to a .gguf (default: the registry default)")
     p.add_argument("--method", default="plain", choices=method_names(), help="decoding method (default: plain)")
+    p.add_argument("--draft-model", default=None, help="draft model for --method draft (default: the registry pair)")
+    p.add_argument("--draft-length", type=int, default=None,
+                   help="fixed draft length (default: chosen by the measured cost model)")
     p.add_argument("--max-tokens", type=int, default=DEFAULT_MAX_TOKENS)
     p.add_argument("--temperature", type=float, default=0.0, help="0 is greedy (default)")
     p.add_argument("--top-k", type=int, default=0)
@@ -78,12 +81,18 @@ def _print_stats(result: Result) -> None:
     )
 
 
+def _method_options(args: argparse.Namespace) -> dict[str, object]:
+    if args.method == "draft":
+        return {"draft": args.draft_model, "length": args.draft_length}
+    return {}
+
+
 def _cmd_generate(args: argparse.Namespace) -> int:
     from .api import Generator, Model
 
     prompt = sys.stdin.read() if args.prompt == "-" else args.prompt
     model = Model(args.model, n_ctx=args.n_ctx, n_threads=args.threads, n_gpu_layers=args.n_gpu_layers)
-    gen = Generator(model, make_method(args.method, model))
+    gen = Generator(model, make_method(args.method, model, **_method_options(args)))
     kwargs = dict(max_tokens=args.max_tokens, temperature=args.temperature, top_k=args.top_k,
                   top_p=args.top_p, min_p=args.min_p, seed=args.seed, stop=args.stop)
     source = model.chat_prompt([{"role": "user", "content": prompt}]) if args.chat else prompt

@@ -15,8 +15,20 @@ def _plain(target: "Model", **_: Any) -> Proposer:
     return NoDraft()
 
 
+def _draft(target: "Model", **options: Any) -> Proposer:
+    from .draft import DraftModel
+
+    return DraftModel(**options)
+
+
+def _lookup(target: "Model", **options: Any) -> Proposer:
+    from .lookup import PromptLookup
+
+    return PromptLookup(**options)
+
+
 def _factories() -> dict[str, Callable[..., Proposer]]:
-    return {"plain": _plain}
+    return {"plain": _plain, "draft": _draft, "lookup": _lookup}
 
 
 def method_names() -> list[str]:

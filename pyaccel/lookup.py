@@ -1,0 +1,150 @@
+"""Prompt lookup: drafts copied from earlier in the prompt and the output, sized by cost.
+
+Each step the suffix of the committed tokens is looked up in an incremental n-gram index
+(`_core.NgramIndex`); what followed its earlier occurrences becomes a draft tree (several
+continuations share their prefixes). Every node gets an estimated probability of being
+accepted, from acceptance measured per match length and the node's share of the
+occurrences, and `_core.tree_plan` keeps the subset that maximises expected tokens per
+unit of measured verification cost: long confirmed copies become long drafts, weak
+matches none.
+
+Acceptance is learnt by "shadow drafting": every step the lookup remembers its full-depth
+best continuation and, once the real tokens arrive, records how far it was right. So every
+draft position gets evidence (not only the ones actually verified), and a copy-heavy
+stretch is noticed while nothing is being drafted, without paying for probes. Under greedy
+decoding a shadow's outcome is exactly what verification would have accepted.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from . import _core
+from .costs import decode_costs
+from .types import Draft, SamplingConfig
+
+
+@dataclass
+class _Shadow:
+    start: int  # index in the token history of the first drafted token
+    tokens: list[int]
+    match_len: int
+    checked: int = 0  # positions already scored
+
+
+class PromptLookup:
+    """Prompt-lookup decoding as a `Generator` method.
+
+    n_min, n_max: suffix lengths matched (longest first).
+    max_draft: the deepest draft; max_candidates: the most continuations in one tree.
+    length: a fixed draft length (no cost model, chain only); None lets the cost model choose.
+    """
+
+    name = "lookup"
+
+    def __init__(self, *, n_min: int = 1, n_max: int = 4, max_draft: int = 64, max_candidates: int = 4,
+                 length: int | None = None, progress: bool = True) -> None:
+        if not 1 <= n_min <= n_max:
+            raise ValueError(f"need 1 <= n_min <= n_max, got n_min={n_min}, n_max={n_max}")
+        if max_draft < 1 or max_candidates < 1:
+            raise ValueError("max_draft and max_candidates must be >= 1")
+        self.n_min, self.n_max = n_min, n_max
+        self.max_draft = max_draft
+        self.max_candidates = max_candidates
+        self.fixed_length = length
+        self.progress = progress
+        self._curve: "_core.CostCurve | None" = None
+        self._n_seq_max = max_candidates
+        self.last_plan: "_core.TreePlan | None" = None
+
+    def bind(self, target: "Model") -> None:  # noqa: F821
+        self._n_seq_max = target.backend.n_seq_max
+        if self.fixed_length is None and self._curve is None:
+            self._curve = decode_costs(target.backend, progress=self.progress).curve()
+
+    def set_cost(self, curve: "_core.CostCurve") -> None:
+        """Use a given cost curve (to study other devices)."""
+        self._curve = curve
+
+    def begin(self, prompt: list[int], sampling: SamplingConfig) -> None:
+        self._index = _core.NgramIndex(self.n_min, self.n_max)
+        self._index.append(np.asarray(prompt, dtype=np.int32))
+        # Acceptance differs a lot between a 1-token and a 4-token match: one tracker each.
+        self._stats = {n: _core.AcceptanceStats(self.max_draft) for n in range(self.n_min, self.n_max + 1)}
+        self._shadows: list[_Shadow] = []
+
+    # ---- drafting ------------------------------------------------------------------------
+
+    def _path_probs(self, tree: "_core.DraftTree") -> np.ndarray:
+        """P(node accepted) = product over its path of alpha[depth] * share of occurrences."""
+        alpha = np.asarray(self._stats[tree.match_len].alpha())
+        parents = np.asarray(tree.parents)
+        counts = np.asarray(tree.counts, dtype=np.float64)
+        prob = np.zeros(len(parents))
+        depth = np.zeros(len(parents), dtype=np.int64)
+        root_total = counts[parents == -1].sum()
+        for i, par in enumerate(parents):
+            above = root_total if par < 0 else counts[par]
+            depth[i] = 0 if par < 0 else depth[par] + 1
+            share = counts[i] / above if above > 0 else 0.0
+            prob[i] = (1.0 if par < 0 else prob[par]) * alpha[min(depth[i], len(alpha) - 1)] * share
+        return prob
+
+    def propose(self, tokens: list[int], budget: int) -> Draft:
+        self._index.append(np.asarray(tokens[self._index.size():], dtype=np.int32))
+        self._settle_shadows(tokens)
+        depth = min(self.max_draft, budget)
+        if self.fixed_length is not None:
+            depth = min(self.fixed_length, budget)
+        if depth < 1:
+            return Draft.empty()
+        branches = 1 if self.fixed_length is not None else min(self.max_candidates, self._n_seq_max)
+        tree = self._index.lookup(self.n_min, self.n_max, self.max_draft, branches)
+        if len(tree.tokens) == 0:
+            return Draft.empty()
+        self._shadows.append(_Shadow(len(tokens), _main_chain(tree), tree.match_len))
+        if self.fixed_length is not None:
+            return Draft.chain(np.asarray(_main_chain(tree)[:depth], dtype=np.int32))
+        plan = _core.tree_plan(self._curve, self._path_probs(tree), np.asarray(tree.parents, np.int32), budget)
+        self.last_plan = plan
+        if len(plan.nodes) == 0:
+            return Draft.empty()
+        chosen = np.asarray(plan.nodes, dtype=np.int64)
+        return Draft(np.asarray(tree.tokens, np.int32)[chosen], np.asarray(plan.parents, np.int32))
+
+    def _settle_shadows(self, tokens: list[int]) -> None:
+        """Score each shadow draft's positions as their real tokens arrive, as verification
+        would have: position i counts only while positions < i were right."""
+        waiting = []
+        for sh in self._shadows:
+            stats = self._stats[sh.match_len]
+            known = min(len(tokens) - sh.start, len(sh.tokens))
+            alive = True
+            while sh.checked < known:
+                ok = tokens[sh.start + sh.checked] == sh.tokens[sh.checked]
+                stats.observe_position(sh.checked, ok)
+                sh.checked += 1
+                if not ok:
+                    alive = False
+                    break
+            if alive and sh.checked < len(sh.tokens):
+                waiting.append(sh)
+        self._shadows = waiting
+
+    def observe(self, draft: Draft, accepted: list[int], next_token: int) -> None:
+        pass  # acceptance is learnt from the shadows, which cover every position
+
+    def end(self) -> None:
+        self._shadows = []
+
+
+def _main_chain(tree: "_core.DraftTree") -> list[int]:
+    """The first branch of a lookup tree: nodes 0, 1, ... while each is its predecessor's child."""
+    out = [int(tree.tokens[0])]
+    for i in range(1, len(tree.tokens)):
+        if tree.parents[i] != i - 1:
+            break
+        out.append(int(tree.tokens[i]))
+    return out
