@@ -47,11 +47,18 @@ def _add_models(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> N
     path.add_argument("name")
 
 
+def _add_bench(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
+    from .bench_cli import add_arguments
+
+    add_arguments(sub.add_parser("bench", help="measure decoding methods' speedups over prompt suites"))
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="pyaccel", description=__doc__)
     sub = parser.add_subparsers(dest="cmd", required=True)
     _add_generate(sub)
     _add_models(sub)
+    _add_bench(sub)
     return parser
 
 
@@ -114,11 +121,19 @@ def _cmd_generate(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_bench(args: argparse.Namespace) -> int:
+    from .bench_cli import command
+
+    return command(args)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         if args.cmd == "models":
             return _cmd_models(args)
+        if args.cmd == "bench":
+            return _cmd_bench(args)
         return _cmd_generate(args)
     except (PyaccelError, ValueError, FileNotFoundError) as exc:
         print(f"pyaccel: error: {exc}", file=sys.stderr)

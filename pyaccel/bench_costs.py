@@ -1,0 +1,90 @@
+"""`pyaccel bench --costs`: the measured verification cost curve and the draft lengths the
+cost model picks on it, next to a flat GPU-like curve.
+
+The evidence that drafts are sized by the device: where verifying b tokens costs about b
+times one token (a small CPU) the plan drafts little or nothing; where it is nearly flat it
+drafts long chains.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Sequence
+
+from . import _core
+from .costs import MAX_MEASURED_BATCH, decode_costs, measure_decode_costs
+
+if TYPE_CHECKING:
+    from .api import Model
+
+# Sizes shown from the measured curve (the steps of the CPU kernels' tiling are visible).
+SHOWN_SIZES = (1, 2, 3, 4, 5, 6, 8, 10, 12, 16, 20, 24, 32, 48, 64)
+ALPHAS = (0.5, 0.7, 0.8, 0.9)
+# Slope of the synthetic GPU-like curve: each extra token verified costs 2% of one token.
+FLAT_SLOPE = 0.02
+PLAN_MAX_DRAFT = 32
+
+
+def flat_curve(n: int = MAX_MEASURED_BATCH, slope: float = FLAT_SLOPE) -> list[float]:
+    """t[b] = 1 + slope * (b - 1), b = 1..n."""
+    return [1.0 + slope * (b - 1) for b in range(1, n + 1)]
+
+
+def _curve_table(seconds: Sequence[float]) -> str:
+    lines = ["| tokens in one decode | ms | relative |", "|---|---|---|"]
+    for b in SHOWN_SIZES:
+        if b <= len(seconds):
+            lines.append(f"| {b} | {seconds[b - 1] * 1e3:.1f} | {seconds[b - 1] / seconds[0]:.2f} |")
+    return "\n".join(lines)
+
+
+def _plan_cell(curve: "_core.CostCurve", alpha: float, draft_cost: float) -> str:
+    plan = _core.chain_plan(curve, [alpha] * PLAN_MAX_DRAFT, draft_cost, PLAN_MAX_DRAFT)
+    return f"{plan.best_len} ({plan.expected_speedup:.2f}x)"
+
+
+def plan_table(measured: Sequence[float], draft_costs: Sequence[tuple[str, float]]) -> str:
+    """Draft length (expected speedup) chosen by `_core.chain_plan` per alpha and draft cost."""
+    curves = [("measured", _core.CostCurve(list(measured))), ("flat", _core.CostCurve(flat_curve(len(measured))))]
+    head = ["alpha", "draft cost"] + [f"{name} curve: length (speedup)" for name, _ in curves]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for alpha in ALPHAS:
+        for label, cost in draft_costs:
+            cells = [f"{alpha:.1f}", label] + [_plan_cell(c, alpha, cost) for _, c in curves]
+            lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def _token_s(model: "Model") -> float:
+    return measure_decode_costs(model.backend, max_batch=1, repeats=5, progress=False).token_s
+
+
+def _draft_cost(model: "Model", draft: str | None) -> tuple[str, float] | None:
+    """One draft-model token's decode time relative to one target token, or None without a draft.
+    Both are timed now, one after the other, so a busy machine slows both alike."""
+    from .api import Model
+
+    name = draft
+    if name is None:
+        spec = model.registry_spec
+        name = spec.draft if spec is not None else None
+    if name is None:
+        return None
+    with Model(name, n_ctx=256, n_threads=model.backend.n_threads,
+               n_gpu_layers=model.backend.config.n_gpu_layers) as dm:
+        ratio = _token_s(dm) / _token_s(model)
+    return (f"{ratio:.3f} ({dm.name})", ratio)
+
+
+def costs_report(model: "Model", draft: str | None = None) -> str:
+    """Markdown: the measured curve, then the plans on it and on a flat curve."""
+    costs = decode_costs(model.backend)
+    draft_costs = [("0 (n-gram)", 0.0)]
+    measured_draft = _draft_cost(model, draft)
+    if measured_draft is not None:
+        draft_costs.append(measured_draft)
+    parts = [f"Decode cost of {model.name} ({model.backend.n_threads} threads):", "", _curve_table(costs.seconds), "",
+             f"Draft length chosen by the cost model (at most {PLAN_MAX_DRAFT}; alpha = per-token acceptance; "
+             f"flat: t[b] = 1 + {FLAT_SLOPE} (b - 1), GPU-like):", "", plan_table(costs.relative(), draft_costs)]
+    if measured_draft is None:
+        parts += ["", f"({model.name} has no registry draft model: pass --draft-model to add its row)"]
+    return "\n".join(parts)

@@ -1,0 +1,176 @@
+"""`pyaccel bench`: the oracle against brute force, method specs, the shipped suites, one smoke run."""
+
+from __future__ import annotations
+
+import json
+import random
+from importlib import resources
+from pathlib import Path
+
+import pytest
+
+import pyaccel
+from pyaccel.bench import BenchConfig, markdown_table, report_dict, run_bench, summarize
+from pyaccel.bench_costs import flat_curve, plan_table
+from pyaccel.bench_oracle import accept_lengths, oracle_cost, oracle_speedup
+from pyaccel.bench_runners import MethodSpec, parse_methods, parse_value
+from pyaccel.bench_suites import find_questions, load_suite, shipped_records
+
+from lossless import assert_greedy_equivalent
+
+# ---- the oracle ------------------------------------------------------------------------
+
+
+def brute_accept(prompt: list[int], output: list[int], n_max: int = 4, cap: int = 64) -> list[int]:
+    """The definition, literally: every suffix n-gram, every earlier occurrence, what followed it."""
+    out = []
+    for i in range(len(output) - 1):
+        context = prompt + output[: i + 1]
+        future = output[i + 1 :]
+        best = 0
+        for n in range(1, n_max + 1):
+            if n > len(context):
+                break
+            gram = context[-n:]
+            for end in range(n - 1, len(context) - 1):  # occurrences ending before the suffix itself
+                if context[end - n + 1 : end + 1] != gram:
+                    continue
+                follow = context[end + 1 :]
+                k = 0
+                while k < min(len(follow), len(future), cap) and follow[k] == future[k]:
+                    k += 1
+                best = max(best, k)
+        out.append(best)
+    return out
+
+
+def brute_cost(accept: list[int], t: list[float], i: int = 0) -> float:
+    """Every sequence of step lengths, enumerated."""
+    n = len(accept)
+    if i == n:
+        return 0.0
+    return min(t[L] + brute_cost(accept, t, i + L + 1) for L in range(min(accept[i], n - 1 - i, len(t) - 1) + 1))
+
+
+def test_accept_lengths_match_the_definition() -> None:
+    rng = random.Random(7)
+    for _ in range(300):
+        vocab = rng.randint(2, 4)
+        prompt = [rng.randrange(vocab) for _ in range(rng.randint(1, 12))]
+        output = [rng.randrange(vocab) for _ in range(rng.randint(0, 12))]
+        cap = rng.choice([2, 64])
+        assert accept_lengths(prompt, output, cap=cap).tolist() == brute_accept(prompt, output, cap=cap)
+
+
+def test_oracle_cost_matches_brute_force() -> None:
+    rng = random.Random(11)
+    for _ in range(300):
+        n = rng.randint(1, 9)
+        accept = [rng.randint(0, 6) for _ in range(n)]
+        t = [1.0]
+        for _ in range(rng.randint(0, 6)):
+            t.append(t[-1] + rng.uniform(0.0, 1.5))
+        assert oracle_cost(accept, t) == pytest.approx(brute_cost(accept, t))
+
+
+def test_oracle_speedup_on_a_copy() -> None:
+    prompt = list(range(20))
+    # The output repeats the prompt: after the first token every step can copy the rest.
+    assert oracle_speedup(prompt, prompt, [1.0] * 64) == pytest.approx(19.0)
+    assert oracle_speedup(prompt, prompt, [float(b) for b in range(1, 65)]) == pytest.approx(1.0)
+    assert oracle_speedup(prompt, [5], [1.0]) == 1.0
+
+
+# ---- method specs ----------------------------------------------------------------------
+
+
+def test_parse_methods() -> None:
+    specs = parse_methods("lookup,draft:length=4,max_draft=8,lookup:length=8,llama-lookup:num_pred_tokens=5")
+    assert specs == [
+        MethodSpec("plain", "plain"),
+        MethodSpec("lookup", "lookup"),
+        MethodSpec("draft:length=4,max_draft=8", "draft", {"length": 4, "max_draft": 8}),
+        MethodSpec("lookup:length=8", "lookup", {"length": 8}),
+        MethodSpec("llama-lookup:num_pred_tokens=5", "llama-lookup", {"num_pred_tokens": 5}),
+    ]
+    assert parse_methods("draft,plain")[0].name == "draft"  # plain given: kept where it is
+    assert [parse_value(v) for v in ("3", "0.5", "True", "none", "x.gguf")] == [3, 0.5, True, None, "x.gguf"]
+    with pytest.raises(ValueError, match="twice"):
+        parse_methods("lookup,lookup")
+    with pytest.raises(ValueError, match="before any method"):
+        parse_methods("length=4,lookup")
+
+
+# ---- suites ----------------------------------------------------------------------------
+
+
+def test_suites_ship_with_the_package() -> None:
+    prompts = resources.files("pyaccel").joinpath("data", "prompts")
+    assert {"code.jsonl", "edit.jsonl"} <= {p.name for p in prompts.iterdir()}
+
+
+def test_code_suite() -> None:
+    suite = load_suite("code")
+    assert 10 <= len(suite) <= 15
+    assert len({p.id for p in suite}) == len(suite)
+    assert all(p.text.strip() and p.suite == "code" for p in suite)
+    assert len(load_suite("code", 2)) == 2
+
+
+def test_edit_suite_holds_real_code() -> None:
+    records = shipped_records("edit")
+    assert 10 <= len(records) <= 12
+    assert len({r["id"] for r in records}) == len(records)
+    for rec in records:
+        assert 50 <= len(rec["code"].splitlines()) <= 200, rec["id"]
+        compile(rec["code"], rec["id"], "exec")  # real, complete Python
+        assert "PSF" in rec["source"]
+        assert rec["copy"] == (rec["task"] == "rename")
+    suite = load_suite("edit")
+    assert sum(p.copy for p in suite) >= 4
+    assert all("```python\n" in p.text for p in suite)
+
+
+def test_specbench_suites() -> None:
+    try:
+        questions = find_questions()
+    except FileNotFoundError:
+        pytest.skip("Spec-Bench questions not found in ../shared/data")
+    assert [p.suite for p in load_suite("specbench:math", questions=questions)] == ["specbench:math"] * 10
+    mixed = load_suite("specbench", 1, questions)
+    assert len({p.id.split("-")[0] for p in mixed}) == len(mixed) >= 10
+    with pytest.raises(ValueError, match="choose one of"):
+        load_suite("specbench:nope", questions=questions)
+    with pytest.raises(ValueError, match="unknown suite"):
+        load_suite("poetry")
+
+
+def test_plan_table_drafts_where_verification_is_cheap() -> None:
+    cpu = [1.0 + 0.9 * (b - 1) for b in range(1, 65)]  # every token costs nearly a full pass
+    table = plan_table(cpu, [("0", 0.0)]).splitlines()
+    row = next(line for line in table if line.startswith("| 0.5 |"))
+    measured, flat = [c.strip() for c in row.strip("|").split("|")[2:]]
+    assert measured.startswith("0 ") and not flat.startswith("0 ")
+    assert flat_curve(3) == [1.0, 1.02, 1.04]
+
+
+# ---- one end-to-end run ----------------------------------------------------------------
+
+
+@pytest.mark.model
+def test_bench_smoke(gemma: pyaccel.Model, tmp_path: Path) -> None:
+    config = BenchConfig(suites=["edit"], methods=parse_methods("plain,lookup"), max_tokens=8, prompts=1, oracle=True)
+    results = run_bench(gemma, config, stream=None)  # gemma has no chat template: raw text prompts
+    assert len(results) == 1
+    runs = {r.method: r for r in results[0].runs}
+    assert set(runs) == {"plain", "lookup"}
+    assert runs["plain"].speedup == 1.0 and runs["plain"].identical
+    assert len(runs["plain"].run.tokens) == 8 and runs["plain"].run.tokens_per_s > 0
+    prompt = gemma.tokenize(results[0].prompt.text)
+    assert_greedy_equivalent(gemma, prompt, runs["plain"].run.tokens, runs["lookup"].run.tokens)
+    assert results[0].oracle_speedup is not None and results[0].oracle_speedup >= 1.0
+    table = markdown_table(summarize(results))
+    assert "| edit | lookup |" in table and "| edit | oracle |" in table
+    out = tmp_path / "bench.json"
+    out.write_text(json.dumps(report_dict(gemma, config, results)))
+    assert json.loads(out.read_text())["prompts"][0]["runs"][0]["tokens"]
