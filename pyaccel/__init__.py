@@ -16,6 +16,7 @@ from .errors import (
     PullError,
     PyaccelError,
 )
+from .ngram import NgramCacheDrafter
 from .registry import cache_dir, load_registry, pull, resolve_model
 from .types import Draft, Proposer, Result, SamplingConfig, Stats
 
@@ -29,6 +30,7 @@ __all__ = [
     "Model",
     "ModelLoadError",
     "ModelNotFoundError",
+    "NgramCacheDrafter",
     "NoDraft",
     "Proposer",
     "PullError",

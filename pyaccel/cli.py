@@ -21,6 +21,9 @@ def _add_generate(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") ->
     p.add_argument("--draft-model", default=None, help="draft model for --method draft (default: the registry pair)")
     p.add_argument("--draft-length", type=int, default=None,
                    help="fixed draft length (default: chosen by the measured cost model)")
+    p.add_argument("--ngram-static", default=None, metavar="FILE", help="static cache for --method ngram (pyaccel ngram build)")
+    p.add_argument("--ngram-dynamic", default=None, metavar="FILE",
+                   help="dynamic cache for --method ngram: loaded if it exists, updated after the generation")
     p.add_argument("--max-tokens", type=int, default=DEFAULT_MAX_TOKENS)
     p.add_argument("--temperature", type=float, default=0.0, help="0 is greedy (default)")
     p.add_argument("--top-k", type=int, default=0)
@@ -53,11 +56,25 @@ def _add_bench(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> No
     add_arguments(sub.add_parser("bench", help="measure decoding methods' speedups over prompt suites"))
 
 
+def _add_ngram(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
+    p = sub.add_parser("ngram", help="build and inspect n-gram caches for --method ngram")
+    nsub = p.add_subparsers(dest="ngram_cmd", required=True)
+    build = nsub.add_parser("build", help="count the n-grams of a corpus into a static cache")
+    build.add_argument("corpus", nargs="+", help="text files, or directories walked for *.py, *.md, *.txt, ...")
+    build.add_argument("-m", "--model", default=None, help="the model (its tokenizer) the cache will draft for")
+    build.add_argument("-o", "--output", required=True, help="the cache file to write")
+    build.add_argument("--n-min", type=int, default=1)
+    build.add_argument("--n-max", type=int, default=4, help="at most 4")
+    info = nsub.add_parser("info", help="print a cache file's n range and size")
+    info.add_argument("file")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="pyaccel", description=__doc__)
     sub = parser.add_subparsers(dest="cmd", required=True)
     _add_generate(sub)
     _add_models(sub)
+    _add_ngram(sub)
     _add_bench(sub)
     return parser
 
@@ -91,7 +108,28 @@ def _print_stats(result: Result) -> None:
 def _method_options(args: argparse.Namespace) -> dict[str, object]:
     if args.method == "draft":
         return {"draft": args.draft_model, "length": args.draft_length}
+    if args.method == "ngram":
+        return {"static_path": args.ngram_static, "dynamic_path": args.ngram_dynamic, "length": args.draft_length}
     return {}
+
+
+def _cmd_ngram(args: argparse.Namespace) -> int:
+    from . import ngram
+
+    if args.ngram_cmd == "info":
+        cache = ngram.load_cache(args.file)
+        print(f"n_min: {cache.n_min}\nn_max: {cache.n_max}\nsize: {len(cache)}")
+        return 0
+    from .api import Model
+
+    files = ngram.corpus_files(args.corpus)
+    with Model(args.model, n_ctx=64) as model:  # only the tokenizer is used
+        cache, skipped = ngram.build_cache(model, files, args.n_min, args.n_max)
+    ngram.save_cache(cache, args.output)
+    note = f", {skipped} non-UTF-8 files skipped" if skipped else ""
+    print(f"{args.output}: {len(cache)} n-grams (n {args.n_min}..{args.n_max}) from {len(files)} files{note}",
+          file=sys.stderr)
+    return 0
 
 
 def _cmd_generate(args: argparse.Namespace) -> int:
@@ -132,6 +170,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.cmd == "models":
             return _cmd_models(args)
+        if args.cmd == "ngram":
+            return _cmd_ngram(args)
         if args.cmd == "bench":
             return _cmd_bench(args)
         return _cmd_generate(args)

@@ -8,30 +8,19 @@ occurrences, and `_core.tree_plan` keeps the subset that maximises expected toke
 unit of measured verification cost: long confirmed copies become long drafts, weak
 matches none.
 
-Acceptance is learnt by "shadow drafting": every step the lookup remembers its full-depth
-best continuation and, once the real tokens arrive, records how far it was right. So every
-draft position gets evidence (not only the ones actually verified), and a copy-heavy
-stretch is noticed while nothing is being drafted, without paying for probes. Under greedy
-decoding a shadow's outcome is exactly what verification would have accepted.
+Acceptance is learnt by "shadow drafting" (`pyaccel.shadow`): every step the lookup
+remembers its full-depth best continuation and, once the real tokens arrive, records how
+far it was right, so every draft position gets evidence without paying for probes.
 """
 
 from __future__ import annotations
-
-from dataclasses import dataclass
 
 import numpy as np
 
 from . import _core
 from .costs import decode_costs
+from .shadow import ShadowScorer
 from .types import Draft, SamplingConfig
-
-
-@dataclass
-class _Shadow:
-    start: int  # index in the token history of the first drafted token
-    tokens: list[int]
-    match_len: int
-    checked: int = 0  # positions already scored
 
 
 class PromptLookup:
@@ -73,7 +62,7 @@ class PromptLookup:
         self._index.append(np.asarray(prompt, dtype=np.int32))
         # Acceptance differs a lot between a 1-token and a 4-token match: one tracker each.
         self._stats = {n: _core.AcceptanceStats(self.max_draft) for n in range(self.n_min, self.n_max + 1)}
-        self._shadows: list[_Shadow] = []
+        self._shadows = ShadowScorer()
 
     # ---- drafting ------------------------------------------------------------------------
 
@@ -94,7 +83,7 @@ class PromptLookup:
 
     def propose(self, tokens: list[int], budget: int) -> Draft:
         self._index.append(np.asarray(tokens[self._index.size():], dtype=np.int32))
-        self._settle_shadows(tokens)
+        self._shadows.settle(tokens)
         depth = min(self.max_draft, budget)
         if self.fixed_length is not None:
             depth = min(self.fixed_length, budget)
@@ -104,7 +93,7 @@ class PromptLookup:
         tree = self._index.lookup(self.n_min, self.n_max, self.max_draft, branches)
         if len(tree.tokens) == 0:
             return Draft.empty()
-        self._shadows.append(_Shadow(len(tokens), _main_chain(tree), tree.match_len))
+        self._shadows.add(len(tokens), _main_chain(tree), self._stats[tree.match_len])
         if self.fixed_length is not None:
             return Draft.chain(np.asarray(_main_chain(tree)[:depth], dtype=np.int32))
         plan = _core.tree_plan(self._curve, self._path_probs(tree), np.asarray(tree.parents, np.int32), budget)
@@ -114,30 +103,11 @@ class PromptLookup:
         chosen = np.asarray(plan.nodes, dtype=np.int64)
         return Draft(np.asarray(tree.tokens, np.int32)[chosen], np.asarray(plan.parents, np.int32))
 
-    def _settle_shadows(self, tokens: list[int]) -> None:
-        """Score each shadow draft's positions as their real tokens arrive, as verification
-        would have: position i counts only while positions < i were right."""
-        waiting = []
-        for sh in self._shadows:
-            stats = self._stats[sh.match_len]
-            known = min(len(tokens) - sh.start, len(sh.tokens))
-            alive = True
-            while sh.checked < known:
-                ok = tokens[sh.start + sh.checked] == sh.tokens[sh.checked]
-                stats.observe_position(sh.checked, ok)
-                sh.checked += 1
-                if not ok:
-                    alive = False
-                    break
-            if alive and sh.checked < len(sh.tokens):
-                waiting.append(sh)
-        self._shadows = waiting
-
     def observe(self, draft: Draft, accepted: list[int], next_token: int) -> None:
         pass  # acceptance is learnt from the shadows, which cover every position
 
     def end(self) -> None:
-        self._shadows = []
+        self._shadows.clear()
 
 
 def _main_chain(tree: "_core.DraftTree") -> list[int]:

@@ -27,8 +27,14 @@ def _lookup(target: "Model", **options: Any) -> Proposer:
     return PromptLookup(**options)
 
 
+def _ngram(target: "Model", **options: Any) -> Proposer:
+    from .ngram import NgramCacheDrafter
+
+    return NgramCacheDrafter(**options)
+
+
 def _factories() -> dict[str, Callable[..., Proposer]]:
-    return {"plain": _plain, "draft": _draft, "lookup": _lookup}
+    return {"plain": _plain, "draft": _draft, "lookup": _lookup, "ngram": _ngram}
 
 
 def method_names() -> list[str]:

@@ -1,0 +1,245 @@
+"""N-gram cache drafting: llama.cpp's lookup idea with persistent caches, sized by cost.
+
+Three `_core.NgramCache` count tables vote on the next tokens (`_core.ngram_cache_draft`):
+
+    context   this prompt + output, updated every step        lax thresholds
+    dynamic   every earlier generation of this drafter,       strict thresholds
+              optionally kept on disk between processes
+    static    a corpus built offline (`pyaccel ngram build`)  votes with its n = static_n
+
+The draft is a chain. Its length comes from the measured cost curve of the target
+(`_core.chain_plan`) and per-position acceptance learnt by shadow drafting
+(`pyaccel.shadow`), so on a device where a weak guess costs a full slot the drafter stays
+quiet until its drafts prove right.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Iterator, Sequence, Union
+
+import numpy as np
+
+from . import _core
+from .costs import decode_costs
+from .progress import Progress
+from .shadow import ShadowScorer
+from .types import Draft, SamplingConfig
+
+if TYPE_CHECKING:
+    from .api import Model
+
+PathLike = Union[str, "os.PathLike[str]"]
+
+# The deepest shadow draft: the cache thresholds end most drafts well before this.
+DEFAULT_MAX_DRAFT = 16
+# What `pyaccel ngram build` reads when walking a directory.
+CORPUS_SUFFIXES = frozenset({
+    ".py", ".pyi", ".md", ".rst", ".txt", ".c", ".h", ".cc", ".cpp", ".hpp", ".js", ".ts",
+    ".java", ".go", ".rs", ".sh", ".toml", ".yaml", ".yml", ".json", ".html", ".css",
+})
+# ngram_cache_draft reads only this many trailing tokens (the widest n-gram a cache counts).
+_DRAFT_CONTEXT = _core.NgramCache().n_max
+
+
+def load_cache(path: PathLike) -> "_core.NgramCache":
+    """A saved cache; ValueError naming the file when it is missing or damaged."""
+    return _core.NgramCache.load(os.fspath(path))
+
+
+def save_cache(cache: "_core.NgramCache", path: PathLike) -> None:
+    """Write `cache` to `path` atomically, safe against another process saving the same file."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+    try:
+        cache.save(os.fspath(tmp))
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+class NgramCacheDrafter:
+    """N-gram cache drafting (method "ngram") as a `Generator` method.
+
+    static_path: a cache built from a corpus with `pyaccel ngram build` (same tokenizer).
+    dynamic_path: where the dynamic cache lives; loaded at bind if it exists, saved after
+      every generation. Without it the dynamic cache lasts as long as this object.
+    max_draft: the deepest draft. length: a fixed draft length (no cost model).
+    thresholds: evidence a cache needs before it drafts (default: llama.cpp's).
+    """
+
+    name = "ngram"
+
+    def __init__(self, *, static_path: PathLike | None = None, dynamic_path: PathLike | None = None,
+                 max_draft: int = DEFAULT_MAX_DRAFT, length: int | None = None,
+                 thresholds: "_core.NgramDraftThresholds | None" = None, progress: bool = True) -> None:
+        if max_draft < 1:
+            raise ValueError(f"max_draft must be >= 1, got {max_draft}")
+        if length is not None and not 0 <= length <= max_draft:
+            raise ValueError(f"length must be in 0..max_draft ({max_draft}), got {length}")
+        self.static_path = Path(static_path) if static_path is not None else None
+        self.dynamic_path = Path(dynamic_path) if dynamic_path is not None else None
+        self.max_draft = max_draft
+        self.fixed_length = length
+        self.thresholds = thresholds if thresholds is not None else _core.NgramDraftThresholds()
+        # A bad threshold table fails here, not at the first step of a generation.
+        _core.ngram_cache_draft([], _core.NgramCache(), _core.NgramCache(), None, 0, self.thresholds)
+        self.progress = progress
+        self._curve: "_core.CostCurve | None" = None
+        self._static: "_core.NgramCache | None" = None
+        self._dynamic: "_core.NgramCache | None" = None
+        self._context: "_core.NgramCache | None" = None
+        self._counted = 0  # history tokens already in the context cache
+        # How good cache drafts are depends on the caches and the model, which outlive one
+        # generation: the acceptance learnt carries over too (decay lets it drift).
+        self.acceptance = _core.AcceptanceStats(max_draft)
+        self._shadows = ShadowScorer()
+        self.last_plan: "_core.ChainPlan | None" = None
+
+    # ---- set-up ---------------------------------------------------------------------------
+
+    def bind(self, target: "Model") -> None:
+        self._load_caches()
+        if self.fixed_length is None and self._curve is None:
+            self._curve = decode_costs(target.backend, progress=self.progress).curve()
+
+    def set_cost(self, curve: "_core.CostCurve") -> None:
+        """Use a given cost curve (to study other devices)."""
+        self._curve = curve
+
+    def _load_caches(self) -> None:
+        if self._dynamic is None:
+            if self.dynamic_path is not None and self.dynamic_path.exists():
+                self._dynamic = load_cache(self.dynamic_path)
+            else:
+                self._dynamic = _core.NgramCache()
+        if self._static is None and self.static_path is not None:
+            static = load_cache(self.static_path)
+            n = self.thresholds.static_n
+            if not static.n_min <= n <= static.n_max:
+                raise ValueError(
+                    f"the static cache {self.static_path} counts n in {static.n_min}..{static.n_max} but "
+                    f"the thresholds vote with static_n = {n}: rebuild it with --n-min <= {n} <= --n-max"
+                )
+            self._static = static
+
+    @property
+    def dynamic_cache(self) -> "_core.NgramCache":
+        self._load_caches()
+        assert self._dynamic is not None
+        return self._dynamic
+
+    @property
+    def static_cache(self) -> "_core.NgramCache | None":
+        self._load_caches()
+        return self._static
+
+    # ---- the Proposer protocol ------------------------------------------------------------
+
+    def begin(self, prompt: list[int], sampling: SamplingConfig) -> None:
+        if self._curve is None and self.fixed_length is None:
+            raise ValueError("NgramCacheDrafter needs a cost curve: use it through a Generator, "
+                             "call set_cost(curve), or give a fixed length=")
+        dynamic = self.dynamic_cache
+        # Same n range as the dynamic cache, which it is merged into at the end.
+        self._context = _core.NgramCache(dynamic.n_min, dynamic.n_max)
+        self._context.update(np.asarray(prompt, dtype=np.int32), 0)
+        self._counted = len(prompt)
+        self._shadows.clear()
+
+    def propose(self, tokens: list[int], budget: int) -> Draft:
+        assert self._context is not None, "begin() was not called"
+        self._count_new(tokens)
+        self._shadows.settle(tokens)
+        tail = np.asarray(tokens[-_DRAFT_CONTEXT:], dtype=np.int32)
+        full = _core.ngram_cache_draft(tail, self._context, self.dynamic_cache, self._static,
+                                       self.max_draft, self.thresholds)
+        self._shadows.add(len(tokens), full, self.acceptance)
+        return Draft.chain(full[: self._draft_len(len(full), budget)])
+
+    def _count_new(self, tokens: list[int]) -> None:
+        """Count the tokens committed since the last step. The update only needs the n_max
+        tokens before the first new one, so the history is not copied every step."""
+        assert self._context is not None
+        lo = max(0, self._counted - self._context.n_max)
+        self._context.update(np.asarray(tokens[lo:], dtype=np.int32), self._counted - lo)
+        self._counted = len(tokens)
+
+    def _draft_len(self, available: int, budget: int) -> int:
+        limit = min(available, budget)
+        if self.fixed_length is not None:
+            return min(limit, self.fixed_length)
+        if limit < 1:
+            return 0
+        assert self._curve is not None
+        self.last_plan = _core.chain_plan(self._curve, self.acceptance.alpha()[:limit])
+        return self.last_plan.best_len
+
+    def observe(self, draft: Draft, accepted: list[int], next_token: int) -> None:
+        pass  # acceptance is learnt from the shadows, which cover every position
+
+    def end(self) -> None:
+        """Fold this generation into the dynamic cache and persist it."""
+        self._shadows.clear()
+        if self._context is None:
+            return
+        self.dynamic_cache.merge(self._context)
+        self._context = None
+        if self.dynamic_path is not None:
+            save_cache(self.dynamic_cache, self.dynamic_path)
+
+
+# ---- building a static cache from a corpus (`pyaccel ngram build`) --------------------------
+
+
+def corpus_files(paths: Sequence[PathLike]) -> list[Path]:
+    """Named files as given; directories walked (sorted, hidden ones skipped) for CORPUS_SUFFIXES."""
+    out: list[Path] = []
+    for raw in paths:
+        path = Path(raw)
+        if path.is_dir():
+            out.extend(sorted(_walk(path)))
+        elif path.is_file():
+            out.append(path)
+        else:
+            raise FileNotFoundError(f"corpus path {path} does not exist: give text files or directories")
+    if not out:
+        raise ValueError(f"no text files in {', '.join(map(str, paths))}: name files, or directories holding "
+                         f"{', '.join(sorted(CORPUS_SUFFIXES))} files")
+    return out
+
+
+def _walk(root: Path) -> Iterator[Path]:
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = [d for d in dirnames if not d.startswith(".") and d != "__pycache__"]
+        for name in filenames:
+            if Path(name).suffix in CORPUS_SUFFIXES and not name.startswith("."):
+                yield Path(dirpath) / name
+
+
+def build_cache(model: "Model", files: list[Path], n_min: int = 1, n_max: int = 4,
+                progress: bool = True) -> tuple["_core.NgramCache", int]:
+    """Count every file's n-grams (each file its own stream); returns the cache and the
+    number of files skipped because they are not UTF-8 text."""
+    cache = _core.NgramCache(n_min, n_max)
+    total = sum(f.stat().st_size for f in files)
+    bar = Progress(f"tokenizing {len(files)} files", total) if progress else None
+    skipped = 0
+    for f in files:
+        data = f.read_bytes()
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError:
+            skipped += 1
+            text = ""
+        if text:
+            # Corpus text is data: "<|im_start|>" in a file must not become a control token.
+            tokens = model.backend.tokenize(text, add_special=False, parse_special=False)
+            cache.update(np.asarray(tokens, dtype=np.int32), 0)
+        if bar:
+            bar.update(len(data))
+    if bar:
+        bar.close()
+    return cache, skipped

@@ -1,0 +1,179 @@
+"""N-gram cache drafting (method "ngram"): lossless greedy output, the persistent dynamic
+cache, `pyaccel ngram build / info`, damaged files, and the shared shadow scorer."""
+
+from __future__ import annotations
+
+import random
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import pyaccel
+from pyaccel import _core
+from pyaccel.shadow import ShadowScorer
+
+from lossless import assert_greedy_equivalent
+
+# Prompts whose continuations repeat structure the caches can copy.
+PROMPTS = [
+    "def add(a, b):\n    return a + b\n\ndef sub(a, b):\n    return a - b\n\ndef mul(a, b):\n",
+    "1. apple\n2. banana\n3. cherry\n1. apple\n2. banana\n3.",
+    "The cat sat on the mat. The dog sat on the log. The cat sat on the",
+]
+MAX_TOKENS = 40
+# A GPU-like curve (verification nearly free) so the cost model lets drafts through.
+FLAT = [1.0 + 0.01 * b for b in range(64)]
+
+
+@pytest.fixture(scope="module")
+def plain_outputs(gemma: pyaccel.Model) -> list[tuple[list[int], list[int]]]:
+    """(prompt, plain greedy output) per prompt, shared by the parametrized runs."""
+    gen = pyaccel.Generator(gemma)
+    prompts = [gemma.tokenize(text) for text in PROMPTS]
+    return [(p, gen.generate(p, max_tokens=MAX_TOKENS).tokens) for p in prompts]
+
+
+def _drafter(**options: object) -> pyaccel.NgramCacheDrafter:
+    drafter = pyaccel.NgramCacheDrafter(progress=False, **options)  # type: ignore[arg-type]
+    if options.get("length") is None:
+        drafter.set_cost(_core.CostCurve(FLAT))
+    return drafter
+
+
+@pytest.mark.parametrize("options", [{"length": 4}, {}], ids=["length4", "cost-model"])
+def test_greedy_output_is_the_targets_own(gemma: pyaccel.Model, plain_outputs: list[tuple[list[int], list[int]]],
+                                          options: dict[str, object]) -> None:
+    gen = pyaccel.Generator(gemma, _drafter(**options))
+    identical, drafted = 0, 0
+    for prompt, plain in plain_outputs:
+        fast = gen.generate(prompt, max_tokens=MAX_TOKENS)
+        identical += assert_greedy_equivalent(gemma, prompt, plain, fast.tokens)
+        drafted += fast.stats.drafted
+        assert fast.stats.tau >= 1.0
+    assert identical >= len(PROMPTS) - 1
+    assert drafted > 0, "the prompts repeat structure: the caches should have drafted"
+
+
+def test_dynamic_cache_persists_across_drafters(gemma: pyaccel.Model, tmp_path: Path) -> None:
+    path = tmp_path / "dyn" / "dynamic.ngc"
+    prompt = gemma.tokenize("Q: Who wrote Hamlet?\nA:")  # an answer with little to copy from itself
+    first = pyaccel.Generator(gemma, _drafter(length=4, dynamic_path=path))
+    for _ in range(2):  # the dynamic cache's bar is >= 2 sightings of an n-gram
+        first.generate(prompt, max_tokens=MAX_TOKENS)
+    saved = _core.NgramCache.load(str(path))
+    assert len(saved) == len(first.method.dynamic_cache) > 0  # type: ignore[attr-defined]
+    assert not list(path.parent.glob("*.tmp")), "the atomic save left a temporary file"
+
+    fresh = pyaccel.Generator(gemma, _drafter(length=4)).generate(prompt, max_tokens=MAX_TOKENS)
+    warm = pyaccel.Generator(gemma, _drafter(length=4, dynamic_path=path)).generate(prompt, max_tokens=MAX_TOKENS)
+    assert warm.stats.accepted > fresh.stats.accepted, "the reloaded cache should predict the repeat"
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "pyaccel", *args], capture_output=True, text=True, timeout=120)
+
+
+def test_build_and_info_cli(gemma: pyaccel.Model, gemma_path: Path, tmp_path: Path) -> None:
+    corpus = tmp_path / "corpus"
+    (corpus / "pkg").mkdir(parents=True)
+    (corpus / "a.py").write_text("for i in range(10):\n    print(i)\n" * 3)
+    (corpus / "pkg" / "b.md").write_text("# Title\n\nSome text about the sea.\n")
+    (corpus / "skip.bin").write_bytes(b"\x00\x01")
+    out = tmp_path / "static.ngc"
+    run = _cli("ngram", "build", str(corpus), "-m", str(gemma_path), "-o", str(out), "--n-max", "3")
+    assert run.returncode == 0, run.stderr
+
+    want = _core.NgramCache(1, 3)
+    for f in (corpus / "a.py", corpus / "pkg" / "b.md"):
+        want.update(gemma.backend.tokenize(f.read_text(), add_special=False, parse_special=False), 0)
+    got = _core.NgramCache.load(str(out))
+    assert (got.n_min, got.n_max, len(got)) == (1, 3, len(want))
+    print_tok = gemma.tokenize("print", add_special=False)
+    assert got.counts(print_tok) == want.counts(print_tok)
+
+    info = _cli("ngram", "info", str(out))
+    assert info.returncode == 0, info.stderr
+    assert info.stdout.split() == ["n_min:", "1", "n_max:", "3", "size:", str(len(want))]
+    # The static cache plugs into the drafter (static_n = 2 lies in 1..3).
+    drafter = _drafter(length=4, static_path=out)
+    pyaccel.Generator(gemma, drafter).generate("for i in range(", max_tokens=8)
+    assert drafter.static_cache is not None and len(drafter.static_cache) == len(want)
+
+
+def test_damaged_cache_file_gives_a_clear_error(tmp_path: Path) -> None:
+    good = _core.NgramCache()
+    good.update([1, 2, 3, 1, 2, 3], 0)
+    bad = tmp_path / "bad.ngc"
+    pyaccel.ngram.save_cache(good, bad)
+    data = bad.read_bytes()
+    bad.write_bytes(data[: len(data) // 2])
+    for options in ({"static_path": bad}, {"dynamic_path": bad}):
+        with pytest.raises(ValueError, match="bad.ngc"):
+            _ = pyaccel.NgramCacheDrafter(length=2, **options).dynamic_cache  # type: ignore[arg-type]
+    run = _cli("ngram", "info", str(bad))
+    assert run.returncode == 2
+    assert run.stderr.startswith("pyaccel: error:") and "bad.ngc" in run.stderr
+    missing = _cli("ngram", "build", str(tmp_path / "nothing-here"), "-o", str(tmp_path / "x.ngc"))
+    assert missing.returncode == 2 and "does not exist" in missing.stderr
+
+
+class _Recorder:
+    def __init__(self) -> None:
+        self.seen: list[tuple[int, bool]] = []
+
+    def observe_position(self, position: int, accepted: bool) -> None:
+        self.seen.append((position, accepted))
+
+
+def _reference_outcomes(start: int, draft: list[int], history: list[int]) -> list[tuple[int, bool]]:
+    """What greedy verification of `draft` at `start` would have accepted, position by position."""
+    out = []
+    for i, tok in enumerate(draft):
+        if start + i >= len(history):
+            break
+        out.append((i, history[start + i] == tok))
+        if history[start + i] != tok:
+            break
+    return out
+
+
+def test_shadow_scorer_matches_a_plain_reference() -> None:
+    rng = random.Random(0)
+    history = [rng.randrange(3) for _ in range(300)]
+    scorer, shadows = ShadowScorer(), []
+    for step in range(1, len(history) + 1):
+        scorer.settle(history[:step])  # the real tokens arrive one at a time
+        if rng.random() < 0.5:
+            draft = [rng.randrange(3) for _ in range(rng.randrange(1, 8))]
+            rec = _Recorder()
+            scorer.add(step, draft, rec)
+            shadows.append((step, draft, rec))
+    scorer.settle(history)
+    for start, draft, rec in shadows:
+        assert rec.seen == _reference_outcomes(start, draft, history)
+    # Still waiting: right so far, but drafted past the end of the history.
+    assert len(scorer) == sum(all(ok for _, ok in r.seen) and len(r.seen) < len(d) for _, d, r in shadows)
+    assert Counter(ok for _, _, r in shadows for _, ok in r.seen)[True] > 0
+
+
+def test_shadow_acceptance_feeds_alpha() -> None:
+    stats = _core.AcceptanceStats(4, decay=1.0, prior_weight=0.0)
+    scorer = ShadowScorer()
+    scorer.add(0, [5, 6, 7], stats)
+    scorer.settle([5, 6, 9])
+    np.testing.assert_allclose(stats.alpha()[:3], [1.0, 1.0, 0.0])
+
+
+def test_option_mistakes_fail_at_construction(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="static_n"):
+        pyaccel.NgramCacheDrafter(thresholds=_core.NgramDraftThresholds(static_n=7))
+    with pytest.raises(ValueError, match="length"):
+        pyaccel.NgramCacheDrafter(length=99, max_draft=16)
+    narrow = tmp_path / "n3to4.ngc"
+    pyaccel.ngram.save_cache(_core.NgramCache(3, 4), narrow)
+    with pytest.raises(ValueError, match="rebuild it with --n-min <= 2"):
+        _ = pyaccel.NgramCacheDrafter(static_path=narrow).static_cache
