@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from .api import Generator, Model
 from .decode import NoDraft
+from .draft import DraftModel
 from .errors import (
     ContextOverflowError,
     IncompatibleModelsError,
@@ -17,6 +18,7 @@ from .errors import (
     PyaccelError,
 )
 from .ngram import NgramCacheDrafter
+from .lookup import PromptLookup
 from .registry import cache_dir, load_registry, pull, resolve_model
 from .types import Draft, Proposer, Result, SamplingConfig, Stats
 
@@ -24,6 +26,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "ContextOverflowError",
+    "DraftModel",
     "Draft",
     "Generator",
     "IncompatibleModelsError",
@@ -32,6 +35,7 @@ __all__ = [
     "ModelNotFoundError",
     "NgramCacheDrafter",
     "NoDraft",
+    "PromptLookup",
     "Proposer",
     "PullError",
     "PyaccelError",

@@ -50,12 +50,6 @@ def _add_models(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> N
     path.add_argument("name")
 
 
-def _add_bench(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
-    from .bench_cli import add_arguments
-
-    add_arguments(sub.add_parser("bench", help="measure decoding methods' speedups over prompt suites"))
-
-
 def _add_ngram(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
     p = sub.add_parser("ngram", help="build and inspect n-gram caches for --method ngram")
     nsub = p.add_subparsers(dest="ngram_cmd", required=True)
@@ -69,8 +63,21 @@ def _add_ngram(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> No
     info.add_argument("file")
 
 
+def _add_bench(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
+    from .bench_cli import add_arguments
+
+    add_arguments(sub.add_parser("bench", help="measure decoding methods' speedups over prompt suites"))
+
+
+def _version() -> str:
+    from . import __version__
+
+    return __version__
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="pyaccel", description=__doc__)
+    parser.add_argument("--version", action="version", version=f"pyaccel {_version()}")
     sub = parser.add_subparsers(dest="cmd", required=True)
     _add_generate(sub)
     _add_models(sub)

@@ -150,7 +150,7 @@ class DraftModel:
             return None
         if q is None:
             masked = row.copy()
-            masked[first] = -np.inf
+            masked[first] = np.finfo(np.float32).min
             return _core.argmax(masked)
         rest = q.copy()
         rest[first] = 0.0

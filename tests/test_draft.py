@@ -1,0 +1,91 @@
+"""Draft-model speculative decoding on the real Qwen2.5-Coder pair."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import pyaccel
+from pyaccel import _core
+from pyaccel.draft import DraftModel
+
+from lossless import assert_greedy_equivalent, chi_square_pvalue, second_token_counts, target_distribution
+
+CHAT = [
+    "Write a Python function that checks whether a string is a palindrome.",
+    "Explain in two sentences why the sky is blue.",
+    "Write a SQL query that returns the ten most recent orders per customer.",
+]
+CODE = ["def merge_sorted(a: list[int], b: list[int]) -> list[int]:\n", "class Stack:\n    def __init__(self):\n"]
+N_TOKENS = 40
+
+
+@pytest.fixture(scope="module")
+def pair_generator(qwen: pyaccel.Model, qwen_draft: pyaccel.Model) -> pyaccel.Generator:
+    return pyaccel.Generator(qwen, DraftModel(qwen_draft, length=4))
+
+
+def _prompts(qwen: pyaccel.Model) -> list[list[int]]:
+    return [qwen.chat_prompt([{"role": "user", "content": c}]) for c in CHAT] + [qwen.tokenize(c) for c in CODE]
+
+
+def test_greedy_output_is_the_targets(qwen: pyaccel.Model, pair_generator: pyaccel.Generator) -> None:
+    plain = pyaccel.Generator(qwen)
+    identical = 0
+    for prompt in _prompts(qwen):
+        want = plain.generate(prompt, max_tokens=N_TOKENS).tokens
+        got = pair_generator.generate(prompt, max_tokens=N_TOKENS)
+        identical += assert_greedy_equivalent(qwen, prompt, want, got.tokens)
+        assert got.stats.drafted > 0 and got.stats.tau > 1.5
+    assert identical >= 3  # most outputs identical, the rest differ only at near-ties
+
+
+def test_tree_drafts_keep_greedy_output(qwen: pyaccel.Model, qwen_draft: pyaccel.Model) -> None:
+    gen = pyaccel.Generator(qwen, DraftModel(qwen_draft, length=5, tree=True, branch_prob=0.05))
+    prompt = _prompts(qwen)[0]
+    want = pyaccel.Generator(qwen).generate(prompt, max_tokens=N_TOKENS).tokens
+    got = gen.generate(prompt, max_tokens=N_TOKENS)
+    assert_greedy_equivalent(qwen, prompt, want, got.tokens)
+    assert got.stats.drafted > got.stats.target_forwards  # siblings were drafted
+
+
+def test_registry_pair_is_the_default_draft(qwen_path: Path) -> None:
+    with pyaccel.Model("qwen2.5-coder-1.5b-instruct", n_ctx=256) as target:
+        method = DraftModel(length=2)
+        pyaccel.Generator(target, method)
+        assert method.model is not None and method.model.path.name.startswith("qwen2.5-coder-0.5b")
+        method.close()
+
+
+def test_incompatible_pair_is_refused(qwen: pyaccel.Model, gemma: pyaccel.Model) -> None:
+    with pytest.raises(pyaccel.IncompatibleModelsError, match="cannot draft"):
+        pyaccel.Generator(qwen, DraftModel(gemma, length=2))
+
+
+def test_cost_model_declines_a_slow_draft_and_drafts_on_a_flat_curve(qwen: pyaccel.Model, qwen_draft: pyaccel.Model) -> None:
+    method = DraftModel(qwen_draft, max_draft=8)
+    gen = pyaccel.Generator(qwen, method)
+    cpu_like = _core.CostCurve([1.0, 1.73, 2.34, 2.90, 3.38, 4.01, 5.5, 6.95, 7.5])
+    method.set_cost(cpu_like, draft_cost=0.7)
+    assert not method.can_pay
+    result = gen.generate(_prompts(qwen)[3], max_tokens=16)
+    assert result.stats.drafted == 0
+    method.set_cost(_core.CostCurve([1.0 + 0.01 * b for b in range(16)]), draft_cost=0.05)
+    assert method.can_pay
+    result = gen.generate(_prompts(qwen)[3], max_tokens=24)
+    assert result.stats.drafted > 0
+
+
+@pytest.mark.parametrize("sampling", [dict(temperature=1.0), dict(temperature=0.7, top_p=0.9)])
+def test_sampling_distribution_is_the_targets(qwen: pyaccel.Model, qwen_draft: pyaccel.Model, sampling: dict) -> None:
+    """The real pair (q differs from p): the second token went through draft -> verify.
+    A deliberately misaligned q row makes this check fail with p ~ 1e-26."""
+    gen = pyaccel.Generator(qwen, DraftModel(qwen_draft, length=2))
+    prompt = qwen.tokenize("The capital of France is")  # " Paris" first (p ~ 0.5), then a spread
+    counts = second_token_counts(gen, prompt, range(320), **sampling)
+    first, observed = max(counts.items(), key=lambda kv: sum(kv[1].values()))
+    assert sum(observed.values()) > 120
+    p = target_distribution(qwen, prompt + [first], **sampling)
+    assert chi_square_pvalue(observed, p) > 1e-3

@@ -1,0 +1,75 @@
+"""Prompt lookup on real models: output unchanged, drafts where the answer copies."""
+
+from __future__ import annotations
+
+import pytest
+
+import pyaccel
+from pyaccel import _core
+from pyaccel.lookup import PromptLookup
+
+from lossless import assert_greedy_equivalent, chi_square_pvalue, second_token_counts, target_distribution
+
+SOURCE = '''def area(width, height):
+    """Return the area of a rectangle."""
+    return width * height
+
+
+def perimeter(width, height):
+    """Return the perimeter of a rectangle."""
+    return 2 * (width + height)
+'''
+COPY_PROMPTS = [
+    SOURCE + "\n# The same two functions again, unchanged:\n",
+    "Repeat after me exactly: the quick brown fox jumps over the lazy dog, the quick brown fox",
+    "a = [1, 2, 3, 4, 5, 6, 7, 8]\nb = [1, 2, 3, 4, 5, 6, 7, 8]\nc = [1, 2, 3,",
+]
+N_TOKENS = 48
+
+
+@pytest.mark.parametrize("method", [PromptLookup(length=6), PromptLookup(), PromptLookup(max_candidates=3)],
+                         ids=["fixed", "cost-model", "tree"])
+def test_greedy_output_is_plain(gemma: pyaccel.Model, method: PromptLookup) -> None:
+    plain = pyaccel.Generator(gemma)
+    fast = pyaccel.Generator(gemma, method)
+    drafted = 0
+    for text in COPY_PROMPTS:
+        prompt = gemma.tokenize(text)
+        want = plain.generate(prompt, max_tokens=N_TOKENS).tokens
+        got = fast.generate(prompt, max_tokens=N_TOKENS)
+        assert_greedy_equivalent(gemma, prompt, want, got.tokens)
+        drafted += got.stats.drafted
+        assert got.stats.accepted <= got.stats.drafted
+    assert drafted > 0
+
+
+def test_copying_gives_long_accepted_drafts(gemma: pyaccel.Model) -> None:
+    gemma.cache.truncate(0)  # a reused prefix changes batch numerics, hence the output
+    fast = pyaccel.Generator(gemma, PromptLookup(length=16))
+    result = fast.generate(gemma.tokenize(COPY_PROMPTS[2]), max_tokens=N_TOKENS)
+    assert result.stats.tau > 4.0
+
+
+def test_cost_model_sizes_drafts_from_the_curve(gemma: pyaccel.Model) -> None:
+    method = PromptLookup()
+    gen = pyaccel.Generator(gemma, method)
+    prompt = gemma.tokenize(COPY_PROMPTS[0])
+    method.set_cost(_core.CostCurve([float(b) for b in range(1, 65)]))  # no batching gain at all
+    assert gen.generate(prompt, max_tokens=N_TOKENS).stats.drafted == 0
+    method.set_cost(_core.CostCurve([1.0 + 0.01 * b for b in range(64)]))  # GPU-like: verification is cheap
+    assert gen.generate(prompt, max_tokens=N_TOKENS).stats.tau > 2.0
+
+
+def test_sampling_distribution_is_the_targets(gemma: pyaccel.Model) -> None:
+    # The prompt repeats "import numpy as np", so the lookup drafts " np" and onwards.
+    prompt = gemma.tokenize("import numpy as np\nimport numpy as np\nimport numpy as")
+    gen = pyaccel.Generator(gemma, PromptLookup(length=3))
+    counts = second_token_counts(gen, prompt, range(600), temperature=1.0)
+    first, observed = max(counts.items(), key=lambda kv: sum(kv[1].values()))
+    assert sum(observed.values()) > 300
+    assert chi_square_pvalue(observed, target_distribution(gemma, prompt + [first], temperature=1.0)) > 1e-3
+
+
+def test_bad_options_are_clear() -> None:
+    with pytest.raises(ValueError, match="n_min"):
+        PromptLookup(n_min=3, n_max=2)
