@@ -48,6 +48,10 @@ def _add_models(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> N
     pull.add_argument("--force", action="store_true", help="fetch again even if cached")
     path = msub.add_parser("path", help="print the cached path of a model (pulling it if needed)")
     path.add_argument("name")
+    costs = msub.add_parser("costs", help="show (or re-measure) a model's decode-cost curve on this machine")
+    costs.add_argument("name")
+    costs.add_argument("--remeasure", action="store_true", help="measure again instead of using the cached curve")
+    costs.add_argument("--threads", type=int, default=None)
 
 
 def _add_ngram(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
@@ -96,10 +100,24 @@ def _cmd_models(args: argparse.Namespace) -> int:
             print(f"{name}{default}  {spec.size / 1e6:.0f} MB  {spec.license}  [{cached}]{draft}")
             print(f"    {spec.description}")
         return 0
+    if args.models_cmd == "costs":
+        return _show_costs(args)
     if args.models_cmd == "pull":
         print(registry.pull(args.name, force=args.force))
         return 0
     print(registry.resolve_model(args.name))
+    return 0
+
+
+def _show_costs(args: argparse.Namespace) -> int:
+    from .api import Model
+    from .costs import decode_costs
+
+    with Model(args.name, n_ctx=512, n_threads=args.threads) as model:
+        costs = decode_costs(model.backend, remeasure=args.remeasure)
+    print("tokens  ms       relative")
+    for b, (sec, rel) in enumerate(zip(costs.seconds, costs.relative()), start=1):
+        print(f"{b:6d}  {sec * 1000:7.1f}  {rel:6.2f}")
     return 0
 
 

@@ -58,10 +58,11 @@ def _cpu_name() -> str:
 
 
 def cost_key(backend: LlamaBackend, max_batch: int) -> str:
-    """One measurement per model file, device, thread count and offload setting."""
+    """One measurement per model file, device, thread count, offload and attention kernel."""
     st = backend.path.stat()
     device = f"{platform.machine()}-{_cpu_name()}-gpu{backend.config.n_gpu_layers}"
-    raw = f"{backend.path.name}-{st.st_size}-{device}-t{backend.n_threads}-b{max_batch}"
+    fa = {None: "auto", True: "on", False: "off"}[backend.config.flash_attn]
+    raw = f"{backend.path.name}-{st.st_size}-{device}-t{backend.n_threads}-fa{fa}-b{max_batch}"
     return "".join(c if c.isalnum() or c in "-._" else "_" for c in raw)
 
 

@@ -75,17 +75,23 @@ class PromptLookup:
     # ---- drafting ------------------------------------------------------------------------
 
     def _path_probs(self, tree: "_core.DraftTree") -> np.ndarray:
-        """P(node accepted) = product over its path of alpha[depth] * share of occurrences."""
+        """P(node accepted) = product over its path of alpha[depth] * relative support.
+
+        alpha is measured (by the shadows) on the best-supported chain, so that chain gets
+        alpha alone; a sibling is discounted by its support relative to its best sibling.
+        (Dividing by the parent's support instead would punish a chain merely because
+        fewer earlier occurrences reach that far, which is no evidence against it.)"""
         alpha = np.asarray(self._stats[tree.match_len].alpha())
         parents = np.asarray(tree.parents)
         counts = np.asarray(tree.counts, dtype=np.float64)
+        best = {}
+        for i, par in enumerate(parents):
+            best[par] = max(best.get(par, 0.0), counts[i])
         prob = np.zeros(len(parents))
         depth = np.zeros(len(parents), dtype=np.int64)
-        root_total = counts[parents == -1].sum()
         for i, par in enumerate(parents):
-            above = root_total if par < 0 else counts[par]
             depth[i] = 0 if par < 0 else depth[par] + 1
-            share = counts[i] / above if above > 0 else 0.0
+            share = counts[i] / best[par] if best[par] > 0 else 0.0
             prob[i] = (1.0 if par < 0 else prob[par]) * alpha[min(depth[i], len(alpha) - 1)] * share
         return prob
 

@@ -14,14 +14,21 @@ import pyaccel
 NEAR_TIE = 0.5
 
 
-def top2_gap(model: pyaccel.Model, context: list[int]) -> float:
-    """Plain decoding's top-1 / top-2 logit gap for the token after `context`."""
+def top2_gap(model: pyaccel.Model, prompt: list[int], generated: list[int]) -> float:
+    """Plain decoding's own top-1 / top-2 logit gap for the token after prompt + generated.
+
+    Replays plain decoding's batch shapes (the prompt in one batch, then one token per
+    decode), so the logits are exactly those of the plain run."""
     model.cache.truncate(0)
-    model.backend.prefill(context, start_pos=0)
-    row = model.backend.logits_rows()[-1]
-    model.cache.truncate(0)
+    backend = model.backend
+    backend.prefill(prompt, start_pos=0)
+    for i, tok in enumerate(generated):
+        backend.decode([tok], [len(prompt) + i])
+    row = backend.logits_rows()[-1]
     top = np.sort(row)[-2:]
-    return float(top[1] - top[0])
+    gap = float(top[1] - top[0])
+    model.cache.truncate(0)
+    return gap
 
 
 def first_difference(a: list[int], b: list[int]) -> int | None:
@@ -38,7 +45,7 @@ def assert_greedy_equivalent(model: pyaccel.Model, prompt: list[int], plain: lis
         return True
     if i >= min(len(plain), len(fast)):
         raise AssertionError(f"outputs agree but lengths differ: plain {len(plain)}, accelerated {len(fast)}")
-    gap = top2_gap(model, prompt + plain[:i])
+    gap = top2_gap(model, prompt, plain[:i])
     assert gap < NEAR_TIE, f"first difference at token {i} where plain decoding's top-2 gap was {gap:.3f}"
     return False
 

@@ -77,7 +77,10 @@ def test_two_branches_in_one_batch_match_each_branch_alone(gemma_path: Path) -> 
         for g, w in zip(got, want):
             if int(np.argmax(g)) != int(np.argmax(w)):
                 assert _top2_gap(w) < NEAR_TIE
-        assert np.max(np.abs(got - want)) < 1.0
+        # Batch numerics move logits a little (DESIGN.md); the distributions stay close.
+        for g, w in zip(got, want):
+            pg, pw = np.exp(g - g.max()), np.exp(w - w.max())
+            assert 0.5 * np.abs(pg / pg.sum() - pw / pw.sum()).sum() < 0.05
 
 
 def test_chat_template_comes_from_the_gguf(qwen_draft: pyaccel.Model) -> None:
