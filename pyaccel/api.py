@@ -31,7 +31,7 @@ class Model:
         n_seq_max: int = 8,
         n_batch: int = 512,
         embeddings: bool = False,
-        flash_attn: bool | None = False,
+        flash_attn: bool | None = None,
         verbose: bool = False,
         progress: bool = True,
     ) -> None:

@@ -195,6 +195,10 @@ def run(backend: LlamaBackend, cache: TargetCache, proposer: Proposer, req: Requ
     rng = _core.Rng(_seed(req.sampling))
 
     t0 = time.perf_counter()
+    if req.sampling.seed is not None and not req.sampling.greedy:
+        # A reused prefix changes the batch shapes, hence the logits in their last bits,
+        # hence which token a seeded draw picks: a seeded run always prefills afresh.
+        cache.truncate(0)
     stats.cached_prompt_tokens = cache.prefill(req.prompt)
     root = _core.sample(backend.logits_rows()[-1], params, rng)
     t1 = time.perf_counter()
