@@ -300,6 +300,7 @@ void bind_ngram_index(py::module_ & m) {
         .def_property_readonly("tokens", [](const DraftTree & t) { return as_array(t.tokens); })
         .def_property_readonly("parents", [](const DraftTree & t) { return as_array(t.parents); })
         .def_property_readonly("counts", [](const DraftTree & t) { return as_array(t.counts); })
+        .def_property_readonly("contexts", [](const DraftTree & t) { return as_array(t.contexts); })
         .def_readonly("match_len", &DraftTree::match_len)
         .def_readonly("n_occurrences", &DraftTree::n_occurrences)
         .def("__len__", [](const DraftTree & t) { return t.tokens.size(); })
@@ -316,14 +317,15 @@ void bind_ngram_index(py::module_ & m) {
             py::gil_scoped_release nogil;
             self.truncate(keep);
         }, "n"_a)
-        .def("lookup", [](const NgramIndex & self, int32_t n_min, int32_t n_max, int32_t max_len, int32_t max_cand) {
+        .def("lookup", [](const NgramIndex & self, int32_t n_min, int32_t n_max, int32_t max_len, int32_t max_cand,
+                          int32_t context_cap) {
             py::gil_scoped_release nogil;
-            return self.lookup(n_min, n_max, max_len, max_cand);
-        }, "n_min"_a, "n_max"_a, "max_len"_a, "max_candidates"_a = 1)
-        .def("chain", [](const NgramIndex & self, int32_t n_min, int32_t n_max, int32_t max_len) {
+            return self.lookup(n_min, n_max, max_len, max_cand, context_cap);
+        }, "n_min"_a, "n_max"_a, "max_len"_a, "max_candidates"_a = 1, "context_cap"_a = 0)
+        .def("chain", [](const NgramIndex & self, int32_t n_min, int32_t n_max, int32_t max_len, int32_t context_cap) {
             py::gil_scoped_release nogil;
-            return self.lookup(n_min, n_max, max_len, 1);
-        }, "n_min"_a, "n_max"_a, "max_len"_a)
+            return self.lookup(n_min, n_max, max_len, 1, context_cap);
+        }, "n_min"_a, "n_max"_a, "max_len"_a, "context_cap"_a = 0)
         .def("tokens", [](const NgramIndex & self) { return as_array(self.tokens()); })
         .def("size", &NgramIndex::size)
         .def("__len__", &NgramIndex::size)
@@ -452,6 +454,8 @@ void bind_cost(py::module_ & m) {
         .def(py::init<int32_t, double, double, double>(), "n_positions"_a,
              "decay"_a = AcceptanceStats::kDefaultDecay, "prior_alpha"_a = AcceptanceStats::kDefaultPriorAlpha,
              "prior_weight"_a = AcceptanceStats::kDefaultPriorWeight)
+        .def(py::init<std::vector<double>, double, double>(), "prior_alphas"_a,
+             "decay"_a = AcceptanceStats::kDefaultDecay, "prior_weight"_a = AcceptanceStats::kDefaultPriorWeight)
         .def("observe", &AcceptanceStats::observe, "n_drafted"_a, "n_accepted"_a)
         .def("observe_position", &AcceptanceStats::observe_position, "position"_a, "accepted"_a)
         .def("alpha", [](const AcceptanceStats & s) { return as_array(s.alpha()); })

@@ -189,19 +189,25 @@ TreePlan tree_plan(const CostCurve & curve, const double * path_prob, const int3
 
 AcceptanceStats::AcceptanceStats(int32_t n_positions, double decay, double prior_alpha,
                                  double prior_weight)
-    : decay_(decay), prior_alpha_(prior_alpha), prior_weight_(prior_weight) {
-    if (n_positions < 1) fail("AcceptanceStats: n_positions = ", n_positions, " must be >= 1");
+    : AcceptanceStats(std::vector<double>(static_cast<size_t>(std::max(n_positions, 0)), prior_alpha),
+                      decay, prior_weight) {}
+
+AcceptanceStats::AcceptanceStats(std::vector<double> prior_alphas, double decay, double prior_weight)
+    : decay_(decay), prior_weight_(prior_weight), prior_(std::move(prior_alphas)) {
+    if (prior_.empty()) fail("AcceptanceStats: n_positions = 0 must be >= 1");
     if (!(decay > 0.0 && decay <= 1.0)) {
         fail("AcceptanceStats: decay = ", decay, " must lie in (0, 1]");
     }
-    if (!(prior_alpha >= 0.0 && prior_alpha <= 1.0)) {
-        fail("AcceptanceStats: prior_alpha = ", prior_alpha, " must lie in [0, 1]");
+    for (size_t i = 0; i < prior_.size(); ++i) {
+        if (!(prior_[i] >= 0.0 && prior_[i] <= 1.0)) {
+            fail("AcceptanceStats: prior_alpha[", i, "] = ", prior_[i], " must lie in [0, 1]");
+        }
     }
     if (!(prior_weight >= 0.0) || !std::isfinite(prior_weight)) {
         fail("AcceptanceStats: prior_weight = ", prior_weight, " must be finite and >= 0");
     }
-    tried_.assign(static_cast<size_t>(n_positions), 0.0);
-    accepted_.assign(static_cast<size_t>(n_positions), 0.0);
+    tried_.assign(prior_.size(), 0.0);
+    accepted_.assign(prior_.size(), 0.0);
 }
 
 void AcceptanceStats::observe(int32_t n_drafted, int32_t n_accepted) {
@@ -225,7 +231,7 @@ std::vector<double> AcceptanceStats::alpha() const {
     std::vector<double> out(tried_.size());
     for (size_t i = 0; i < tried_.size(); ++i) {
         const double denom = tried_[i] + prior_weight_;
-        out[i] = denom > 0.0 ? (accepted_[i] + prior_alpha_ * prior_weight_) / denom : prior_alpha_;
+        out[i] = denom > 0.0 ? (accepted_[i] + prior_[i] * prior_weight_) / denom : prior_[i];
     }
     return out;
 }

@@ -119,6 +119,8 @@ public:
     explicit AcceptanceStats(int32_t n_positions, double decay = kDefaultDecay,
                              double prior_alpha = kDefaultPriorAlpha,
                              double prior_weight = kDefaultPriorWeight);
+    // A prior rate per position: prior_alphas[i] in [0, 1], one per position (>= 1 of them).
+    AcceptanceStats(std::vector<double> prior_alphas, double decay, double prior_weight);
 
     // One verification step: n_drafted >= 0 tokens proposed, the first n_accepted of them
     // (0 <= n_accepted <= n_drafted) accepted.
@@ -129,14 +131,14 @@ public:
     // The caller only reports position i once positions < i were accepted.
     void observe_position(int32_t position, bool accepted);
 
-    // alpha[i] = (accepted[i] + prior_alpha * prior_weight) / (tried[i] + prior_weight).
+    // alpha[i] = (accepted[i] + prior_alpha[i] * prior_weight) / (tried[i] + prior_weight).
     std::vector<double> alpha() const;
 
     int32_t n_positions() const { return static_cast<int32_t>(tried_.size()); }
 
 private:
-    double decay_, prior_alpha_, prior_weight_;
-    std::vector<double> tried_, accepted_;
+    double decay_, prior_weight_;
+    std::vector<double> prior_, tried_, accepted_;
 };
 
 }  // namespace pyaccel

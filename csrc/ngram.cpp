@@ -31,14 +31,17 @@ void for_each_ngram_ending_at(const std::vector<int32_t> & tokens, size_t end, i
 struct ContinuationTrie {
     struct Node {
         int32_t token, parent, count, last;  // last: most recent supporting occurrence
+        int32_t context = 0;                 // longest context agreement supporting it
         int32_t first_child = -1, next_sibling = -1;
     };
     std::vector<Node> nodes{Node{-1, -1, 0, -1}};
 
-    // Ranking of sibling / frontier nodes: more support first, then more recent.
+    // Ranking of sibling / frontier nodes: longer context agreement, then more support,
+    // then more recent.
     bool better(int32_t a, int32_t b) const {
         const Node & x = nodes[a];
         const Node & y = nodes[b];
+        if (x.context != y.context) return x.context > y.context;
         return x.count != y.count ? x.count > y.count : x.last > y.last;
     }
 
@@ -46,18 +49,19 @@ struct ContinuationTrie {
         for (int32_t c = nodes[parent].first_child; c >= 0; c = nodes[c].next_sibling) {
             if (nodes[c].token == token) return c;
         }
-        nodes.push_back(Node{token, parent, 0, -1, -1, nodes[parent].first_child});
+        nodes.push_back(Node{token, parent, 0, -1, 0, -1, nodes[parent].first_child});
         const int32_t id = static_cast<int32_t>(nodes.size()) - 1;
         nodes[parent].first_child = id;
         return id;
     }
 
-    void insert(const int32_t * cont, size_t len, int32_t occurrence) {
+    void insert(const int32_t * cont, size_t len, int32_t occurrence, int32_t context) {
         int32_t cur = 0;
         for (size_t i = 0; i < len; ++i) {
             cur = child(cur, cont[i]);
             nodes[cur].count += 1;
             nodes[cur].last = std::max(nodes[cur].last, occurrence);
+            nodes[cur].context = std::max(nodes[cur].context, context);
         }
     }
 };
@@ -147,13 +151,20 @@ std::vector<int32_t> NgramIndex::occurrences(int32_t n) const {
     return ends;
 }
 
-DraftTree NgramIndex::build_tree(const std::vector<int32_t> & ends, int32_t max_len,
-                                 int32_t max_candidates) const {
+int32_t NgramIndex::agreement(int32_t end, int32_t n, int32_t cap) const {
+    const int32_t last = static_cast<int32_t>(tokens_.size()) - 1;
+    int32_t k = n;  // the n-gram itself agrees
+    while (k < cap && end - k >= 0 && tokens_[end - k] == tokens_[last - k]) ++k;
+    return k;
+}
+
+DraftTree NgramIndex::build_tree(const std::vector<int32_t> & ends, int32_t n, int32_t max_len,
+                                 int32_t max_candidates, int32_t context_cap) const {
     ContinuationTrie trie;
     for (int32_t end : ends) {
         const size_t begin = static_cast<size_t>(end) + 1;
         const size_t len = std::min<size_t>(max_len, tokens_.size() - begin);
-        trie.insert(tokens_.data() + begin, len, end);
+        trie.insert(tokens_.data() + begin, len, end, agreement(end, n, context_cap));
     }
     auto worse = [&trie](int32_t a, int32_t b) { return trie.better(b, a); };
     std::priority_queue<int32_t, std::vector<int32_t>, decltype(worse)> frontier(worse);
@@ -173,6 +184,7 @@ DraftTree NgramIndex::build_tree(const std::vector<int32_t> & ends, int32_t max_
             tree.tokens.push_back(trie.nodes[cur].token);
             tree.parents.push_back(parent == 0 ? -1 : out_index[parent]);
             tree.counts.push_back(trie.nodes[cur].count);
+            tree.contexts.push_back(trie.nodes[cur].context);
             int32_t best = -1;
             for (int32_t c = trie.nodes[cur].first_child; c >= 0; c = trie.nodes[c].next_sibling) {
                 if (best >= 0 && !trie.better(c, best)) {
@@ -189,18 +201,19 @@ DraftTree NgramIndex::build_tree(const std::vector<int32_t> & ends, int32_t max_
 }
 
 DraftTree NgramIndex::lookup(int32_t n_min, int32_t n_max, int32_t max_len,
-                             int32_t max_candidates) const {
+                             int32_t max_candidates, int32_t context_cap) const {
     if (n_min < n_min_ || n_max > n_max_ || n_min > n_max) {
         fail("lookup(n_min=", n_min, ", n_max=", n_max, "): need ", n_min_,
              " <= n_min <= n_max <= ", n_max_, " (the range this index was built with)");
     }
-    if (max_len < 1 || max_candidates < 1) {
-        fail("lookup: max_len and max_candidates must be >= 1");
+    if (max_len < 1 || max_candidates < 1 || context_cap < 0) {
+        fail("lookup: max_len and max_candidates must be >= 1 and context_cap >= 0; got max_len=",
+             max_len, ", max_candidates=", max_candidates, ", context_cap=", context_cap);
     }
     for (int32_t n = n_max; n >= n_min; --n) {
         const std::vector<int32_t> ends = occurrences(n);
         if (ends.empty()) continue;
-        DraftTree tree = build_tree(ends, max_len, max_candidates);
+        DraftTree tree = build_tree(ends, n, max_len, max_candidates, context_cap);
         tree.match_len = n;
         tree.n_occurrences = static_cast<int32_t>(ends.size());
         return tree;

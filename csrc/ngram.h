@@ -34,11 +34,13 @@ namespace pyaccel {
 // comes after its parent, and a single continuation is a chain (parents = -1, 0, 1, ...).
 // Node order: the best branch first, then the nodes each further branch adds, in the
 // order the branches were chosen. counts[i] = how many earlier occurrences support the
-// path root..i.
+// path root..i; contexts[i] = the longest context agreement among them: how many tokens
+// before the occurrence equal the stream's last tokens (see NgramIndex::lookup).
 struct DraftTree {
     std::vector<int32_t> tokens;
     std::vector<int32_t> parents;
     std::vector<int32_t> counts;
+    std::vector<int32_t> contexts;
     int32_t match_len     = 0;  // n of the matched suffix n-gram; 0 when nothing matched
     int32_t n_occurrences = 0;  // earlier occurrences of that n-gram (all, before pruning)
 };
@@ -70,14 +72,19 @@ public:
     //   own [n_min, n_max]. The first n with at least one earlier occurrence is used.
     // max_len: >= 1, the longest continuation taken from any occurrence (tree depth).
     //   Continuations stop at the end of the stream.
-    // max_candidates: >= 1, the most branches (leaves) the tree may have. Branch 1 is the
-    //   greedy chain (at each node the child with the largest count, ties to the most
-    //   recent occurrence); each further branch starts at the not-yet-taken node with the
-    //   largest count whose parent is in the tree, and continues greedily.
+    // max_candidates: >= 1, the most branches (leaves) the tree may have.
+    // context_cap: >= 0. Each occurrence's context agreement is how many tokens ending at
+    //   it equal the stream's last tokens, counted up to max(n, context_cap): beyond the
+    //   matched n it tells a copy (hundreds of tokens agree) from a chance repeat.
+    // Ranking of nodes: larger context agreement of their supporting occurrences, then
+    //   larger count, then the most recent occurrence. Branch 1 is the greedy chain (at
+    //   each node the best-ranked child); each further branch starts at the best-ranked
+    //   not-yet-taken node whose parent is in the tree, and continues greedily. With
+    //   context_cap <= n every agreement is n and the ranking is by count alone.
     // The occurrence that ends at the very end of the stream (the suffix itself) is not
     // an earlier occurrence and is never used. Deterministic.
     DraftTree lookup(int32_t n_min, int32_t n_max, int32_t max_len,
-                     int32_t max_candidates) const;
+                     int32_t max_candidates, int32_t context_cap = 0) const;
 
     size_t size() const { return tokens_.size(); }
     const std::vector<int32_t> & tokens() const { return tokens_; }
@@ -90,8 +97,9 @@ private:
     using PositionMap = std::unordered_map<uint64_t, std::vector<int32_t>>;
 
     std::vector<int32_t> occurrences(int32_t n) const;
-    DraftTree build_tree(const std::vector<int32_t> & ends, int32_t max_len,
-                         int32_t max_candidates) const;
+    int32_t agreement(int32_t end, int32_t n, int32_t cap) const;
+    DraftTree build_tree(const std::vector<int32_t> & ends, int32_t n, int32_t max_len,
+                         int32_t max_candidates, int32_t context_cap) const;
 
     int32_t n_min_;
     int32_t n_max_;

@@ -17,7 +17,7 @@ Caller mistakes raise ValueError with a message that says what to do.
 """
 
 import os
-from typing import Optional, Sequence, Union
+from typing import Optional, Sequence, Union, overload
 
 import numpy as np
 import numpy.typing as npt
@@ -118,7 +118,8 @@ _FloatArrayLike = Union[npt.NDArray[np.floating], Sequence[float]]
 class DraftTree:
     """A draft tree: node i holds tokens[i] under parents[i] (-1 = the root, the last
     committed token; parents[i] < i). Best branch first; counts[i] = earlier occurrences
-    supporting the path to node i."""
+    supporting the path to node i; contexts[i] = the longest context agreement among them
+    (tokens ending at the occurrence equal to the stream's last tokens, up to the cap)."""
 
     @property
     def tokens(self) -> npt.NDArray[np.int32]: ...
@@ -126,6 +127,8 @@ class DraftTree:
     def parents(self) -> npt.NDArray[np.int32]: ...
     @property
     def counts(self) -> npt.NDArray[np.int32]: ...
+    @property
+    def contexts(self) -> npt.NDArray[np.int32]: ...
     @property
     def match_len(self) -> int: ...
     @property
@@ -138,10 +141,12 @@ class NgramIndex:
     def __init__(self, n_min: int = 1, n_max: int = 4) -> None: ...
     def append(self, tokens: _IntArrayLike) -> None: ...
     def truncate(self, n: int) -> None: ...
-    def lookup(self, n_min: int, n_max: int, max_len: int, max_candidates: int = 1) -> DraftTree:
+    def lookup(self, n_min: int, n_max: int, max_len: int, max_candidates: int = 1,
+               context_cap: int = 0) -> DraftTree:
         """Continuations of the longest suffix (n_max down to n_min) seen before, merged
-        into a tree of at most max_candidates branches ranked by count, then recency."""
-    def chain(self, n_min: int, n_max: int, max_len: int) -> DraftTree: ...
+        into a tree of at most max_candidates branches ranked by context agreement
+        (counted up to max(n, context_cap)), then count, then recency."""
+    def chain(self, n_min: int, n_max: int, max_len: int, context_cap: int = 0) -> DraftTree: ...
     def tokens(self) -> npt.NDArray[np.int32]: ...
     def size(self) -> int: ...
     def __len__(self) -> int: ...
@@ -258,6 +263,7 @@ def tree_plan(
 class AcceptanceStats:
     """Per-position conditional acceptance, exponentially decayed, with a prior."""
 
+    @overload
     def __init__(
         self,
         n_positions: int,
@@ -267,6 +273,9 @@ class AcceptanceStats:
     ) -> None:
         """decay in (0, 1], applied per new sample of a position; the prior counts as
         prior_weight samples of rate prior_alpha."""
+    @overload
+    def __init__(self, prior_alphas: Sequence[float], decay: float = 0.95, prior_weight: float = 2.0) -> None:
+        """One prior rate per position (len(prior_alphas) positions)."""
     def observe(self, n_drafted: int, n_accepted: int) -> None: ...
     def observe_position(self, position: int, accepted: bool) -> None: ...
     def alpha(self) -> npt.NDArray[np.float64]: ...

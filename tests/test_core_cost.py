@@ -293,6 +293,16 @@ def test_acceptance_stats_prior_and_mistakes():
         _core.AcceptanceStats(0)
 
 
+def test_acceptance_stats_prior_per_position():
+    stats = _core.AcceptanceStats([0.2, 0.9, 1.0], decay=0.5, prior_weight=2.0)
+    assert stats.n_positions == 3 and stats.alpha().tolist() == pytest.approx([0.2, 0.9, 1.0])
+    stats.observe_position(1, False)  # (0 + 0.9 * 2) / (1 + 2)
+    assert stats.alpha().tolist() == pytest.approx([0.2, 0.6, 1.0])
+    for bad in ([], [0.5, 1.5], [-0.1]):
+        with pytest.raises(ValueError):
+            _core.AcceptanceStats(bad)
+
+
 @pytest.mark.parametrize("alpha", [0.2, 0.9])
 def test_stats_feed_the_planner(alpha):
     """The loop the decoder runs: observe, then plan from the estimates."""

@@ -24,18 +24,28 @@ def ref_occurrences(stream: list[int], n: int) -> list[int]:
     return [e for e in range(n - 1, len(stream) - 1) if stream[e - n + 1 : e + 1] == suffix]
 
 
-def ref_lookup(stream, n_min, n_max, max_len, max_candidates):
-    """Brute force: prefix statistics in a dict, branches chosen by (count, most recent)."""
+def ref_agreement(stream, end, n, cap):
+    """Tokens ending at `end` equal to the stream's last tokens, counted up to max(n, cap)."""
+    k = n
+    while k < max(cap, n) and end - k >= 0 and stream[end - k] == stream[-1 - k]:
+        k += 1
+    return k
+
+
+def ref_lookup(stream, n_min, n_max, max_len, max_candidates, context_cap=0):
+    """Brute force: prefix statistics in a dict, branches chosen by (agreement, count, most recent)."""
     for n in range(n_max, n_min - 1, -1):
         if len(stream) < n + 1 or not (ends := ref_occurrences(stream, n)):
             continue
-        stats: dict[tuple, list[int]] = {}  # path -> [count, most recent occurrence]
+        stats: dict[tuple, list[int]] = {}  # path -> [best agreement, count, most recent occurrence]
         for e in ends:
             cont = tuple(stream[e + 1 : e + 1 + max_len])
+            agree = ref_agreement(stream, e, n, context_cap)
             for k in range(1, len(cont) + 1):
-                s = stats.setdefault(cont[:k], [0, -1])
-                s[0] += 1
-                s[1] = max(s[1], e)
+                s = stats.setdefault(cont[:k], [0, 0, -1])
+                s[0] = max(s[0], agree)
+                s[1] += 1
+                s[2] = max(s[2], e)
 
         def rank(p):
             return tuple(stats[p])
@@ -60,8 +70,8 @@ def ref_lookup(stream, n_min, n_max, max_len, max_candidates):
                 cur = best
         tokens = [p[-1] for p in order]
         parents = [index[p[:-1]] if len(p) > 1 else -1 for p in order]
-        return tokens, parents, [stats[p][0] for p in order], n, len(ends)
-    return [], [], [], 0, 0
+        return tokens, parents, [stats[p][1] for p in order], [stats[p][0] for p in order], n, len(ends)
+    return [], [], [], [], 0, 0
 
 
 def ref_cache(stream, n_min, n_max, start=0, into=None):
@@ -140,8 +150,9 @@ ops_strategy = st.lists(
 
 @SETTINGS
 @given(ops=ops_strategy, n_min=st.integers(1, 3), n_extra=st.integers(0, 2),
-       max_len=st.integers(1, 6), max_candidates=st.integers(1, 5))
-def test_index_matches_brute_force_after_appends_and_truncates(ops, n_min, n_extra, max_len, max_candidates):
+       max_len=st.integers(1, 6), max_candidates=st.integers(1, 5), context_cap=st.sampled_from([0, 2, 5, 64]))
+def test_index_matches_brute_force_after_appends_and_truncates(ops, n_min, n_extra, max_len, max_candidates,
+                                                               context_cap):
     n_max = n_min + n_extra
     index, ref = _core.NgramIndex(n_min, n_max), []
     for op, arg in ops:
@@ -153,9 +164,9 @@ def test_index_matches_brute_force_after_appends_and_truncates(ops, n_min, n_ext
             index.truncate(keep)
             del ref[keep:]
         assert index.tokens().tolist() == ref and len(index) == index.size() == len(ref)
-        got = index.lookup(n_min, n_max, max_len, max_candidates)
-        want = ref_lookup(ref, n_min, n_max, max_len, max_candidates)
-        assert (got.tokens.tolist(), got.parents.tolist(), got.counts.tolist(),
+        got = index.lookup(n_min, n_max, max_len, max_candidates, context_cap)
+        want = ref_lookup(ref, n_min, n_max, max_len, max_candidates, context_cap)
+        assert (got.tokens.tolist(), got.parents.tolist(), got.counts.tolist(), got.contexts.tolist(),
                 got.match_len, got.n_occurrences) == want
 
 
@@ -200,6 +211,14 @@ def test_lookup_handmade_prefers_longest_match_and_frequency():
     tree = index.lookup(1, 2, 2, 2)  # "1 2" occurred 3 times: 3 1 (twice), 4 1
     assert tree.tokens.tolist() == [3, 1, 4, 1] and tree.parents.tolist() == [-1, 0, -1, 2]
     assert tree.counts.tolist() == [2, 2, 1, 1] and tree.n_occurrences == 3
+    # With context agreement counted, the occurrence whose longer context agrees wins over
+    # the more frequent one: "1 2" after "9" happened once, followed by 5.
+    copy = _core.NgramIndex(1, 2)
+    copy.append([9, 1, 2, 5, 8, 1, 2, 3, 7, 1, 2, 3, 9, 1, 2])
+    assert copy.chain(1, 2, 1).tokens.tolist() == [3]
+    ranked = copy.lookup(1, 2, 1, 2, context_cap=8)
+    assert ranked.tokens.tolist() == [5, 3] and ranked.contexts.tolist() == [3, 2]
+    assert ranked.counts.tolist() == [1, 2]
     # Equal counts: the most recent occurrence wins.
     recent = _core.NgramIndex(1, 1)
     recent.append([7, 5, 7, 6, 7])

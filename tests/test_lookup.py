@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 import pyaccel
 from pyaccel import _core
-from pyaccel.lookup import PromptLookup
+from pyaccel.lookup import N_BUCKETS, PRIOR_BY_BUCKET, PromptLookup, agreement_bucket
 
 from lossless import assert_greedy_equivalent, chi_square_pvalue, second_token_counts, target_distribution
 
@@ -73,3 +74,30 @@ def test_sampling_distribution_is_the_targets(gemma: pyaccel.Model) -> None:
 def test_bad_options_are_clear() -> None:
     with pytest.raises(ValueError, match="n_min"):
         PromptLookup(n_min=3, n_max=2)
+
+
+# ---- the acceptance model, without a model --------------------------------------------------
+
+
+def test_agreement_buckets_are_half_octaves() -> None:
+    assert [agreement_bucket(k) for k in (1, 2, 3, 4, 5, 6, 8, 12, 16, 64, 10**6)] == \
+        [0, 2, 3, 4, 4, 5, 6, 7, 8, 12, N_BUCKETS - 1]
+    assert len(PRIOR_BY_BUCKET) == N_BUCKETS
+    assert list(PRIOR_BY_BUCKET) == sorted(PRIOR_BY_BUCKET)  # a longer agreement is never less likely
+
+
+def test_path_probabilities_follow_the_hazard_model() -> None:
+    """Best child: h(agreement + depth); other children share 1 - h by support."""
+    # "1 2" occurred after "9" once (then 5 6) and twice elsewhere (then 3 4): the copy
+    # context ranks 5 6 first although 3 4 is more frequent.
+    stream = [9, 1, 2, 5, 6, 8, 1, 2, 3, 4, 7, 1, 2, 3, 4, 9, 1, 2]
+    method = PromptLookup(n_max=2, max_candidates=2)
+    method.begin(stream, pyaccel.SamplingConfig())
+    tree = method._index.lookup(1, 2, 2, 2, 64)
+    assert tree.tokens.tolist() == [5, 6, 3, 4] and tree.parents.tolist() == [-1, 0, -1, 2]
+    assert tree.contexts.tolist() == [3, 3, 2, 2] and tree.counts.tolist() == [1, 1, 2, 2]
+    h = method._stats.alpha()
+    first, second = h[agreement_bucket(3)], h[agreement_bucket(4)]
+    other = (1 - first) * 2 / 3
+    expected = [first, first * second, other, other * h[agreement_bucket(3)]]
+    np.testing.assert_allclose(method._path_probs(tree), expected)
