@@ -301,6 +301,7 @@ void bind_ngram_index(py::module_ & m) {
         .def_property_readonly("parents", [](const DraftTree & t) { return as_array(t.parents); })
         .def_property_readonly("counts", [](const DraftTree & t) { return as_array(t.counts); })
         .def_property_readonly("contexts", [](const DraftTree & t) { return as_array(t.contexts); })
+        .def_property_readonly("sources", [](const DraftTree & t) { return as_array(t.sources); })
         .def_readonly("match_len", &DraftTree::match_len)
         .def_readonly("n_occurrences", &DraftTree::n_occurrences)
         .def("__len__", [](const DraftTree & t) { return t.tokens.size(); })

@@ -32,6 +32,7 @@ struct ContinuationTrie {
     struct Node {
         int32_t token, parent, count, last;  // last: most recent supporting occurrence
         int32_t context = 0;                 // longest context agreement supporting it
+        int32_t source = -1;                 // the occurrence with that agreement, most recent
         int32_t first_child = -1, next_sibling = -1;
     };
     std::vector<Node> nodes{Node{-1, -1, 0, -1}};
@@ -49,7 +50,7 @@ struct ContinuationTrie {
         for (int32_t c = nodes[parent].first_child; c >= 0; c = nodes[c].next_sibling) {
             if (nodes[c].token == token) return c;
         }
-        nodes.push_back(Node{token, parent, 0, -1, 0, -1, nodes[parent].first_child});
+        nodes.push_back(Node{token, parent, 0, -1, 0, -1, -1, nodes[parent].first_child});
         const int32_t id = static_cast<int32_t>(nodes.size()) - 1;
         nodes[parent].first_child = id;
         return id;
@@ -60,8 +61,12 @@ struct ContinuationTrie {
         for (size_t i = 0; i < len; ++i) {
             cur = child(cur, cont[i]);
             nodes[cur].count += 1;
-            nodes[cur].last = std::max(nodes[cur].last, occurrence);
-            nodes[cur].context = std::max(nodes[cur].context, context);
+            Node & node = nodes[cur];
+            node.last = std::max(node.last, occurrence);
+            if (context > node.context || (context == node.context && occurrence > node.source)) {
+                node.context = context;
+                node.source  = occurrence;
+            }
         }
     }
 };
@@ -185,6 +190,7 @@ DraftTree NgramIndex::build_tree(const std::vector<int32_t> & ends, int32_t n, i
             tree.parents.push_back(parent == 0 ? -1 : out_index[parent]);
             tree.counts.push_back(trie.nodes[cur].count);
             tree.contexts.push_back(trie.nodes[cur].context);
+            tree.sources.push_back(trie.nodes[cur].source);
             int32_t best = -1;
             for (int32_t c = trie.nodes[cur].first_child; c >= 0; c = trie.nodes[c].next_sibling) {
                 if (best >= 0 && !trie.better(c, best)) {

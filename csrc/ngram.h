@@ -35,12 +35,15 @@ namespace pyaccel {
 // Node order: the best branch first, then the nodes each further branch adds, in the
 // order the branches were chosen. counts[i] = how many earlier occurrences support the
 // path root..i; contexts[i] = the longest context agreement among them: how many tokens
-// before the occurrence equal the stream's last tokens (see NgramIndex::lookup).
+// before the occurrence equal the stream's last tokens (see NgramIndex::lookup);
+// sources[i] = the end position of the best-ranked of them (longest agreement, then the
+// most recent), so node i's token is at sources[i] + depth(i) + 1 in the stream.
 struct DraftTree {
     std::vector<int32_t> tokens;
     std::vector<int32_t> parents;
     std::vector<int32_t> counts;
     std::vector<int32_t> contexts;
+    std::vector<int32_t> sources;
     int32_t match_len     = 0;  // n of the matched suffix n-gram; 0 when nothing matched
     int32_t n_occurrences = 0;  // earlier occurrences of that n-gram (all, before pruning)
 };

@@ -119,7 +119,8 @@ class DraftTree:
     """A draft tree: node i holds tokens[i] under parents[i] (-1 = the root, the last
     committed token; parents[i] < i). Best branch first; counts[i] = earlier occurrences
     supporting the path to node i; contexts[i] = the longest context agreement among them
-    (tokens ending at the occurrence equal to the stream's last tokens, up to the cap)."""
+    (tokens ending at the occurrence equal to the stream's last tokens, up to the cap);
+    sources[i] = where the best-ranked of them ends."""
 
     @property
     def tokens(self) -> npt.NDArray[np.int32]: ...
@@ -129,6 +130,9 @@ class DraftTree:
     def counts(self) -> npt.NDArray[np.int32]: ...
     @property
     def contexts(self) -> npt.NDArray[np.int32]: ...
+    @property
+    def sources(self) -> npt.NDArray[np.int32]:
+        """End position of node i's best-ranked supporting occurrence (agreement, then recency)."""
     @property
     def match_len(self) -> int: ...
     @property

@@ -2,25 +2,30 @@
 
 Each step the suffix of the committed tokens is looked up in an incremental n-gram index
 (`_core.NgramIndex`); what followed its earlier occurrences becomes a draft tree (several
-continuations share their prefixes). Every node gets an estimated probability of being
-accepted, from acceptance measured per match length and the node's share of the
-occurrences, and `_core.tree_plan` keeps the subset that maximises expected tokens per
-unit of measured verification cost: long confirmed copies become long drafts, weak
-matches none.
+continuations share their prefixes), ranked by context agreement: how many tokens before
+an occurrence equal the stream's end (a copy in progress agrees over hundreds, a chance
+repeat over a few). Every node gets a probability of being accepted from a hazard curve
+h(k), P(the copy goes on | k tokens agree), and `_core.tree_plan` keeps the subset that
+maximises expected tokens per unit of measured verification cost: long confirmed copies
+become long drafts, weak matches none.
 
-Acceptance is learnt by "shadow drafting" (`pyaccel.shadow`): every step the lookup
-remembers its full-depth best continuation and, once the real tokens arrive, records how
-far it was right, so every draft position gets evidence without paying for probes.
+h is learnt by "shadow drafting" (`pyaccel.shadow`): every step the lookup remembers its
+full-depth best continuation and, once the real tokens arrive, records how far it was
+right, so every position gets evidence without paying for probes. Edits the output makes
+to what it copies (a renamed identifier) are learnt and applied to later drafts
+(`pyaccel.rewrites`), so a copy runs on through them.
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 
 from . import _core
 from .costs import decode_costs
+from .rewrites import CopyFollower
 from .shadow import ShadowScorer
 from .types import Draft, SamplingConfig
 
@@ -62,18 +67,32 @@ class _BucketObserver:
             self.stats.observe_position(self.buckets[position], accepted)
 
 
+@dataclass(frozen=True)
+class _Candidates:
+    """A draft tree with each node's acceptance probability, and its main chain with the
+    agreement bucket of each position (what the shadow draft scores)."""
+
+    tokens: np.ndarray
+    parents: np.ndarray
+    path_probs: np.ndarray
+    chain: list[int]
+    buckets: list[int]
+
+
 class PromptLookup:
     """Prompt-lookup decoding as a `Generator` method.
 
     n_min, n_max: suffix lengths matched (longest first).
     max_draft: the deepest draft; max_candidates: the most continuations in one tree.
     length: a fixed draft length (no cost model, chain only); None lets the cost model choose.
+    rewrites: learn edits the output makes to what it copies (a renamed identifier) and
+      draft later copies with them applied (`pyaccel.rewrites`).
     """
 
     name = "lookup"
 
     def __init__(self, *, n_min: int = 1, n_max: int = 4, max_draft: int = 64, max_candidates: int = 4,
-                 length: int | None = None, progress: bool = True) -> None:
+                 length: int | None = None, rewrites: bool = True, progress: bool = True) -> None:
         if not 1 <= n_min <= n_max:
             raise ValueError(f"need 1 <= n_min <= n_max, got n_min={n_min}, n_max={n_max}")
         if max_draft < 1 or max_candidates < 1:
@@ -82,6 +101,7 @@ class PromptLookup:
         self.max_draft = max_draft
         self.max_candidates = max_candidates
         self.fixed_length = length
+        self.rewrites = rewrites
         self.progress = progress
         self._curve: "_core.CostCurve | None" = None
         self._n_seq_max = max_candidates
@@ -99,12 +119,12 @@ class PromptLookup:
     def begin(self, prompt: list[int], sampling: SamplingConfig) -> None:
         self._index = _core.NgramIndex(self.n_min, self.n_max)
         self._index.append(np.asarray(prompt, dtype=np.int32))
-        # Acceptance differs a lot between a 1-token and a 4-token match: one tracker each.
         # P(next token still copies | k tokens agreed so far), per bucket of k. (Kept
         # across calls it helped edits but cost open-ended prompts after code ones.)
         self._stats = _core.AcceptanceStats(list(PRIOR_BY_BUCKET), decay=STATS_DECAY,
                                             prior_weight=STATS_PRIOR_WEIGHT)
         self._shadows = ShadowScorer()
+        self._follower = CopyFollower()
 
     # ---- drafting ------------------------------------------------------------------------
 
@@ -136,6 +156,28 @@ class PromptLookup:
                 prob[i] = above * (1.0 - top[par]) * counts[i] / total[par]
         return prob
 
+    def _candidates(self, tokens: list[int], tree: "_core.DraftTree") -> _Candidates | None:
+        """What could be drafted this step: the lookup tree, or the copy followed through
+        learnt edits where that agrees over more tokens."""
+        chain = _main_chain(tree) if len(tree.tokens) else []
+        followed = None
+        if self.rewrites:
+            self._follower.follow(tokens)
+            if chain:
+                tip = len(chain) - 1
+                self._follower.align(tokens, int(tree.sources[tip]), int(tree.contexts[tip]))
+            followed = self._follower.draft(tokens, self.max_draft)
+        if followed is not None and (not chain or followed.agreement > int(tree.contexts[0])):
+            buckets = [agreement_bucket(followed.agreement + d) for d in range(len(followed.tokens))]
+            return _Candidates(np.asarray(followed.tokens, np.int32),
+                               np.arange(-1, len(followed.tokens) - 1, dtype=np.int32),
+                               np.cumprod(np.asarray(self._stats.alpha())[buckets]), followed.tokens, buckets)
+        if not chain:
+            return None
+        buckets = [agreement_bucket(int(tree.contexts[d]) + d) for d in range(len(chain))]
+        return _Candidates(np.asarray(tree.tokens, np.int32), np.asarray(tree.parents, np.int32),
+                           self._path_probs(tree), chain, buckets)
+
     def propose(self, tokens: list[int], budget: int) -> Draft:
         self._index.append(np.asarray(tokens[self._index.size():], dtype=np.int32))
         self._shadows.settle(tokens)
@@ -146,19 +188,18 @@ class PromptLookup:
             return Draft.empty()
         branches = 1 if self.fixed_length is not None else min(self.max_candidates, self._n_seq_max)
         tree = self._index.lookup(self.n_min, self.n_max, self.max_draft, branches, CONTEXT_CAP)
-        if len(tree.tokens) == 0:
+        cand = self._candidates(tokens, tree)
+        if cand is None:
             return Draft.empty()
-        chain = _main_chain(tree)
-        buckets = [agreement_bucket(int(tree.contexts[d]) + d) for d in range(len(chain))]
-        self._shadows.add(len(tokens), chain, _BucketObserver(self._stats, buckets))
+        self._shadows.add(len(tokens), cand.chain, _BucketObserver(self._stats, cand.buckets))
         if self.fixed_length is not None:
-            return Draft.chain(np.asarray(chain[:depth], dtype=np.int32))
-        plan = _core.tree_plan(self._curve, self._path_probs(tree), np.asarray(tree.parents, np.int32), budget)
+            return Draft.chain(np.asarray(cand.chain[:depth], dtype=np.int32))
+        plan = _core.tree_plan(self._curve, cand.path_probs, cand.parents, budget)
         self.last_plan = plan
         if len(plan.nodes) == 0 or plan.expected_speedup < MIN_GAIN:
             return Draft.empty()
         chosen = np.asarray(plan.nodes, dtype=np.int64)
-        return Draft(np.asarray(tree.tokens, np.int32)[chosen], np.asarray(plan.parents, np.int32))
+        return Draft(cand.tokens[chosen], np.asarray(plan.parents, np.int32))
 
     def observe(self, draft: Draft, accepted: list[int], next_token: int) -> None:
         pass  # acceptance is learnt from the shadows, which cover every position

@@ -38,6 +38,7 @@ def ref_lookup(stream, n_min, n_max, max_len, max_candidates, context_cap=0):
         if len(stream) < n + 1 or not (ends := ref_occurrences(stream, n)):
             continue
         stats: dict[tuple, list[int]] = {}  # path -> [best agreement, count, most recent occurrence]
+        source: dict[tuple, tuple[int, int]] = {}  # path -> (agreement, end) of its best occurrence
         for e in ends:
             cont = tuple(stream[e + 1 : e + 1 + max_len])
             agree = ref_agreement(stream, e, n, context_cap)
@@ -46,6 +47,7 @@ def ref_lookup(stream, n_min, n_max, max_len, max_candidates, context_cap=0):
                 s[0] = max(s[0], agree)
                 s[1] += 1
                 s[2] = max(s[2], e)
+                source[cont[:k]] = max(source.get(cont[:k], (-1, -1)), (agree, e))
 
         def rank(p):
             return tuple(stats[p])
@@ -70,8 +72,9 @@ def ref_lookup(stream, n_min, n_max, max_len, max_candidates, context_cap=0):
                 cur = best
         tokens = [p[-1] for p in order]
         parents = [index[p[:-1]] if len(p) > 1 else -1 for p in order]
-        return tokens, parents, [stats[p][1] for p in order], [stats[p][0] for p in order], n, len(ends)
-    return [], [], [], [], 0, 0
+        return (tokens, parents, [stats[p][1] for p in order], [stats[p][0] for p in order],
+                [source[p][1] for p in order], n, len(ends))
+    return [], [], [], [], [], 0, 0
 
 
 def ref_cache(stream, n_min, n_max, start=0, into=None):
@@ -167,7 +170,7 @@ def test_index_matches_brute_force_after_appends_and_truncates(ops, n_min, n_ext
         got = index.lookup(n_min, n_max, max_len, max_candidates, context_cap)
         want = ref_lookup(ref, n_min, n_max, max_len, max_candidates, context_cap)
         assert (got.tokens.tolist(), got.parents.tolist(), got.counts.tolist(), got.contexts.tolist(),
-                got.match_len, got.n_occurrences) == want
+                got.sources.tolist(), got.match_len, got.n_occurrences) == want
 
 
 @SETTINGS
@@ -218,7 +221,7 @@ def test_lookup_handmade_prefers_longest_match_and_frequency():
     assert copy.chain(1, 2, 1).tokens.tolist() == [3]
     ranked = copy.lookup(1, 2, 1, 2, context_cap=8)
     assert ranked.tokens.tolist() == [5, 3] and ranked.contexts.tolist() == [3, 2]
-    assert ranked.counts.tolist() == [1, 2]
+    assert ranked.counts.tolist() == [1, 2] and ranked.sources.tolist() == [2, 10]
     # Equal counts: the most recent occurrence wins.
     recent = _core.NgramIndex(1, 1)
     recent.append([7, 5, 7, 6, 7])

@@ -1,0 +1,114 @@
+"""Learnt rewrites (pyaccel.rewrites) on synthetic token streams: no model needed."""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+
+from pyaccel import _core
+from pyaccel.lookup import PromptLookup
+from pyaccel.rewrites import CopyFollower
+from pyaccel.types import Draft, SamplingConfig
+
+OLD, NEW = 9, (90, 91)  # the identifier and its two-token replacement
+
+
+def _source(rng: random.Random, n: int) -> list[int]:
+    """Code-like tokens 1..40 with the identifier OLD every 6-12 tokens."""
+    out: list[int] = []
+    while len(out) < n:
+        out += [rng.randrange(1, 41) for _ in range(rng.randrange(6, 13))] + [OLD]
+    return out
+
+
+def _renamed(source: list[int]) -> list[int]:
+    return [t for s in source for t in (NEW if s == OLD else (s,))]
+
+
+def test_follower_learns_an_edit_and_drafts_through_it() -> None:
+    src = [1, 2, 3, 4, 5, 6, OLD, 10, 11, 12, 13, OLD, 14, 15, 16, 17, OLD, 18, 19]
+    f = CopyFollower()
+    stream = src + [0] + [1, 2, 3, 4, 5, 6]
+    f.align(stream, 5, 6)  # the output's 1..6 agree with the source's
+    f.follow(stream)
+    assert f.draft(stream, 8) is None  # nothing learnt yet: the index drafts this copy
+    stream += [*NEW, 10, 11]  # the copy broke at OLD and resumed, not yet for 3 tokens
+    f.follow(stream)
+    assert not f.rewrites
+    stream += [12]
+    f.follow(stream)
+    assert f.rewrites == {(OLD,): NEW}
+    assert f.draft(stream, 6) is None  # seen once: could be chance
+    stream += [13, NEW[0]]  # the edit recurs (half-way through the new name)
+    f.follow(stream)
+    assert f.seen[(OLD,)] == 2
+    followed = f.draft(stream, 8)
+    assert followed is not None and followed.tokens == [NEW[1], 14, 15, 16, 17, *NEW, 18]
+    assert followed.agreement == 6 + 3 + 2  # counted through the edits
+
+
+def test_a_contradicted_rewrite_is_dropped() -> None:
+    src = [1, 2, 3, 4, OLD, 5, 6, 7, 8, OLD, 20, 21]
+    stream = src + [0] + [1, 2, 3, 4]
+    f = CopyFollower()
+    f.align(stream, 3, 4)
+    stream += [*NEW, 5, 6, 7, 8]
+    f.follow(stream)
+    assert f.rewrites == {(OLD,): NEW}
+    stream += [OLD]  # this time the output kept the old name
+    f.follow(stream)
+    assert not f.rewrites and f.draft(stream, 4) is None
+
+
+def test_an_unrelated_continuation_learns_nothing() -> None:
+    src = [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]
+    stream = src + [0] + [1, 2, 3, 4] + [30, 31, 32, 33, 34, 35, 36, 37, 38, 39, 40, 41, 42]
+    f = CopyFollower()
+    f.align(stream[:15], 3, 4)
+    f.follow(stream)
+    assert not f.rewrites and f.draft(stream, 4) is None
+
+
+def _replay(method: PromptLookup, prompt: list[int], output: list[int]) -> int:
+    """Greedy steps a lookup needs to reproduce `output` (acceptance by exact match)."""
+    method.begin(prompt, SamplingConfig())
+    history, done, steps = prompt + output[:1], 1, 0
+    while done < len(output):
+        draft = method.propose(history, min(63, len(output) - done - 1)) if done < len(output) - 1 else Draft.empty()
+        parent, n = -1, 0
+        for tok in output[done:]:
+            kids = [i for i in range(len(draft)) if draft.parents[i] == parent and draft.tokens[i] == tok]
+            if not kids:
+                break
+            parent, n = kids[0], n + 1
+        history += output[done:done + n + 1]
+        done += n + 1
+        steps += 1
+    method.end()
+    return steps
+
+
+def test_a_rename_costs_fewer_steps_with_rewrites() -> None:
+    rng = random.Random(3)
+    curve = _core.CostCurve([1.0 + 0.02 * b for b in range(64)])  # verification nearly free
+    for _ in range(5):
+        source = _source(rng, 200)
+        prompt = [0] + source + [0]
+        output = _renamed(source)
+        steps = {}
+        for rewrites in (False, True):
+            method = PromptLookup(rewrites=rewrites, progress=False)
+            method.set_cost(curve)
+            steps[rewrites] = _replay(method, prompt, output)
+        assert steps[True] < 0.7 * steps[False], steps
+
+
+def test_no_edit_means_no_rewrites() -> None:
+    rng = random.Random(4)
+    source = _source(rng, 120)
+    method = PromptLookup(progress=False)
+    method.set_cost(_core.CostCurve([1.0 + 0.02 * b for b in range(64)]))
+    _replay(method, [0] + source + [0], source)
+    assert method._follower.rewrites == {}
+    assert np.isfinite(_replay(method, [0] + source + [0], list(reversed(source))))
