@@ -26,6 +26,18 @@ MAX_MEASURED_BATCH = 64
 # Passes over all sizes; each size keeps its minimum (interference only adds time, and a
 # pass-by-pass sweep spreads a burst of interference over many sizes, not one size).
 MEASURE_REPEATS = 3
+# Tokens already in the cache while measuring (at most half the context). On a CPU the
+# attention over the context makes big batches dearer: measured on Qwen2.5-Coder-1.5B, a
+# 32-token decode cost 11.5 single-token decodes with an empty cache but 14.9 after 1000
+# tokens, and a real 48-token verification step at ~900 tokens of context took 1.4x what a
+# curve measured on an empty cache predicted. Drafts pay most on long inputs (editing,
+# RAG), so the curve is measured where they run.
+MEASURE_DEPTH = 1024
+
+
+def measure_depth(backend: LlamaBackend) -> int:
+    """Context depth at which this backend's curve is measured."""
+    return min(MEASURE_DEPTH, backend.n_ctx // 2)
 
 
 @dataclass(frozen=True)
@@ -62,17 +74,37 @@ def cost_key(backend: LlamaBackend, max_batch: int) -> str:
     st = backend.path.stat()
     device = f"{platform.machine()}-{_cpu_name()}-gpu{backend.config.n_gpu_layers}"
     fa = {None: "auto", True: "on", False: "off"}[backend.config.flash_attn]
-    raw = f"{backend.path.name}-{st.st_size}-{device}-t{backend.n_threads}-fa{fa}-b{max_batch}"
+    raw = (f"{backend.path.name}-{st.st_size}-{device}-t{backend.n_threads}-fa{fa}-b{max_batch}"
+           f"-d{measure_depth(backend)}")
     return "".join(c if c.isalnum() or c in "-._" else "_" for c in raw)
+
+
+def _fill(backend: LlamaBackend, start: int, depth: int) -> int:
+    """Decode `depth` filler tokens into sequence 0 from position `start`; returns the next position."""
+    filler = (np.arange(depth, dtype=np.int32) * 7 + 100) % backend.n_vocab
+    for i in range(0, depth, backend.max_batch):
+        chunk = filler[i:i + backend.max_batch]
+        backend.decode(chunk, np.arange(start + i, start + i + len(chunk)))
+    return start + depth
 
 
 def measure_decode_costs(backend: LlamaBackend, max_batch: int = MAX_MEASURED_BATCH,
                          repeats: int = MEASURE_REPEATS, progress: bool = True) -> DecodeCosts:
-    """Time one decode of b = 1..max_batch tokens placed after whatever sequence 0 holds."""
-    max_batch = min(max_batch, backend.max_batch, backend.n_ctx - backend.kv_pos_max(0) - 2)
+    """Time one decode of b = 1..max_batch tokens placed after whatever sequence 0 holds,
+    padded with filler tokens to `measure_depth(backend)` (removed afterwards)."""
+    origin = backend.kv_pos_max(0) + 1
+    depth = max(0, min(measure_depth(backend) - origin, backend.n_ctx - origin - max_batch - 2))
+    max_batch = min(max_batch, backend.max_batch, backend.n_ctx - origin - depth - 2)
     if max_batch < 1:
         raise ValueError("the context is too full to measure decode costs: use a larger n_ctx")
-    start = backend.kv_pos_max(0) + 1
+    try:
+        start = _fill(backend, origin, depth)
+        return _sweep(backend, start, max_batch, repeats, progress)
+    finally:
+        backend.kv_remove(0, origin, -1)
+
+
+def _sweep(backend: LlamaBackend, start: int, max_batch: int, repeats: int, progress: bool) -> DecodeCosts:
     tokens = (np.arange(max_batch, dtype=np.int32) * 37 + 1000) % backend.n_vocab
     bar = Progress(f"measuring decode costs of {backend.path.name}", repeats, unit="passes") if progress else None
     seconds = [float("inf")] * max_batch

@@ -129,3 +129,17 @@ def test_closed_model_refuses_work(gemma_path: Path) -> None:
     m.close()  # idempotent
     with pytest.raises(RuntimeError, match="closed"):
         m.tokenize("x")
+
+
+def test_decode_costs_are_measured_at_depth_and_leave_the_cache_as_it_was(gemma: pyaccel.Model) -> None:
+    from pyaccel.costs import cost_key, measure_decode_costs, measure_depth
+
+    gemma.cache.truncate(0)
+    gemma.cache.prefill(gemma.tokenize("The cache holds this prompt."))
+    before = gemma.backend.kv_pos_max(0)
+    costs = measure_decode_costs(gemma.backend, max_batch=4, repeats=1, progress=False)
+    assert len(costs.seconds) == 4 and all(s > 0 for s in costs.seconds)
+    assert gemma.backend.kv_pos_max(0) == before  # the filler and the batches are gone
+    assert measure_depth(gemma.backend) == min(1024, gemma.n_ctx // 2)
+    assert costs.key == cost_key(gemma.backend, 4) and costs.key.endswith(f"-d{measure_depth(gemma.backend)}")
+    gemma.cache.truncate(0)
