@@ -79,8 +79,7 @@ def main() -> int:
     texts = {p.id: p.text for s in data["setup"]["suites"] for p in load_suite(s, None, None)}
     ratios = []
     proposer = PromptLookup(progress=False, **options)
-    proposer._n_seq_max = model.backend.n_seq_max
-    proposer.set_cost(decode_costs(model.backend).curve())
+    proposer.bind(model)  # the model's cached cost curve and sequence limit
     for p in data["prompts"]:
         plain = next(r for r in p["runs"] if r["method"] == "plain")
         prompt = model.chat_prompt([{"role": "user", "content": texts[p["id"]]}])

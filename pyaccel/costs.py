@@ -79,15 +79,6 @@ def cost_key(backend: LlamaBackend, max_batch: int) -> str:
     return "".join(c if c.isalnum() or c in "-._" else "_" for c in raw)
 
 
-def _fill(backend: LlamaBackend, start: int, depth: int) -> int:
-    """Decode `depth` filler tokens into sequence 0 from position `start`; returns the next position."""
-    filler = (np.arange(depth, dtype=np.int32) * 7 + 100) % backend.n_vocab
-    for i in range(0, depth, backend.max_batch):
-        chunk = filler[i:i + backend.max_batch]
-        backend.decode(chunk, np.arange(start + i, start + i + len(chunk)))
-    return start + depth
-
-
 def measure_decode_costs(backend: LlamaBackend, max_batch: int = MAX_MEASURED_BATCH,
                          repeats: int = MEASURE_REPEATS, progress: bool = True) -> DecodeCosts:
     """Time one decode of b = 1..max_batch tokens placed after whatever sequence 0 holds,
@@ -98,8 +89,9 @@ def measure_decode_costs(backend: LlamaBackend, max_batch: int = MAX_MEASURED_BA
     if max_batch < 1:
         raise ValueError("the context is too full to measure decode costs: use a larger n_ctx")
     try:
-        start = _fill(backend, origin, depth)
-        return _sweep(backend, start, max_batch, repeats, progress)
+        filler = (np.arange(depth, dtype=np.int32) * 7 + 100) % backend.n_vocab
+        backend.prefill(filler, start_pos=origin)
+        return _sweep(backend, origin + depth, max_batch, repeats, progress)
     finally:
         backend.kv_remove(0, origin, -1)
 

@@ -35,9 +35,6 @@ from .types import Draft, SamplingConfig
 # per bucket and lets a long confirmed copy reach ~0.98 (drafts of ~31 on the CPU curve).
 STATS_DECAY = 0.98
 STATS_PRIOR_WEIGHT = 4.0
-# Draft only when the plan predicts at least this speedup for the step: estimates err, and
-# a marginal predicted gain is as likely a loss.
-MIN_GAIN = 1.0
 # Context agreement is counted this far back: beyond it a copy is a copy.
 CONTEXT_CAP = 64
 
@@ -196,7 +193,7 @@ class PromptLookup:
             return Draft.chain(np.asarray(cand.chain[:depth], dtype=np.int32))
         plan = _core.tree_plan(self._curve, cand.path_probs, cand.parents, budget)
         self.last_plan = plan
-        if len(plan.nodes) == 0 or plan.expected_speedup < MIN_GAIN:
+        if len(plan.nodes) == 0:  # no draft beats plain decoding
             return Draft.empty()
         chosen = np.asarray(plan.nodes, dtype=np.int64)
         return Draft(cand.tokens[chosen], np.asarray(plan.parents, np.int32))
