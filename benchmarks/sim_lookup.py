@@ -12,6 +12,7 @@ same curve, so proposer changes can be compared in seconds instead of a benchmar
 from __future__ import annotations
 
 import argparse
+import ast
 import json
 import statistics
 from typing import Any, Sequence
@@ -72,10 +73,15 @@ def main() -> int:
     data = json.loads(open(args.results, encoding="utf-8").read())
     model = Model(args.model, n_ctx=4096)
     rel = decode_costs(model.backend).relative()
-    options = {k: parse_value(v) for k, v in (o.split("=", 1) for o in args.option)}
+    options = {k: (ast.literal_eval(v) if k.isupper() else parse_value(v))
+               for k, v in (o.split("=", 1) for o in args.option)}
     import pyaccel.lookup as lookup_module
+    import pyaccel.rewrites as rewrites_module
     for key in [k for k in options if k.isupper()]:  # module constants, e.g. STATS_DECAY=0.99
-        setattr(lookup_module, key, options.pop(key))
+        value = options.pop(key)
+        for module in (lookup_module, rewrites_module):
+            if hasattr(module, key):
+                setattr(module, key, value)
     texts = {p.id: p.text for s in data["setup"]["suites"] for p in load_suite(s, None, None)}
     ratios = []
     proposer = PromptLookup(progress=False, **options)

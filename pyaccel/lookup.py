@@ -11,9 +11,11 @@ become long drafts, weak matches none.
 
 h is learnt by "shadow drafting" (`pyaccel.shadow`): every step the lookup remembers its
 full-depth best continuation and, once the real tokens arrive, records how far it was
-right, so every position gets evidence without paying for probes. Edits the output makes
-to what it copies (a renamed identifier) are learnt and applied to later drafts
-(`pyaccel.rewrites`), so a copy runs on through them.
+right, so every position gets evidence without paying for probes. h is kept apart by how
+a match stands to the copy the output follows (`CopyFollower.relation`): resuming it,
+elsewhere while editing it, or fresh. Edits the output makes to what it copies (a renamed
+identifier) are learnt and applied to later drafts, and a copy is picked up again where
+it resumes after new code (`pyaccel.rewrites`).
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ import numpy as np
 
 from . import _core
 from .costs import decode_costs
-from .rewrites import CopyFollower
+from .rewrites import AWAY, FRESH, IN_LINE, CopyFollower
 from .shadow import ShadowScorer
 from .types import Draft, SamplingConfig
 
@@ -51,12 +53,46 @@ N_BUCKETS = 2 * 7 + 1  # up to k = 128 = CONTEXT_CAP + the deepest draft
 # (writing, roleplay, math, summarisation, RAG): ~0.2 after 1 agreeing token, ~0.6 after
 # 3, ~0.8 after 8, and >= 0.95 once 32 tokens agree (bucket 1 is never used).
 PRIOR_BY_BUCKET = (0.2, 0.2, 0.45, 0.6, 0.7, 0.75, 0.8, 0.85, 0.9, 0.9, 0.95, 0.95, 0.97, 0.97, 0.97)
+# Matches are tracked apart by how they stand to the copy the output follows
+# (`CopyFollower.relation`), in buckets N_BUCKETS * relation + bucket: a copy resuming
+# where it left off is far likelier to go on than a chance repeat of a few tokens
+# elsewhere while the output is editing a copy.
+PRIOR_IN_LINE = (0.5, 0.5, 0.6, 0.7, 0.8, 0.85, 0.9, 0.9, 0.93, 0.93, 0.95, 0.95, 0.97, 0.97, 0.97)
+PRIOR_AWAY = PRIOR_BY_BUCKET
+KEEP_COPY_STATS = True
+
+
+class _Hazard:
+    """h per bucket: FRESH buckets restart with every prompt, IN_LINE and AWAY ones may be
+    kept (one `_core.AcceptanceStats` each)."""
+
+    def __init__(self) -> None:
+        self._fresh = self._new(PRIOR_BY_BUCKET)
+        self._copies = self._new(PRIOR_IN_LINE + PRIOR_AWAY)
+
+    @staticmethod
+    def _new(prior: tuple[float, ...]) -> "_core.AcceptanceStats":
+        return _core.AcceptanceStats(list(prior), decay=STATS_DECAY, prior_weight=STATS_PRIOR_WEIGHT)
+
+    def restart(self, keep_copies: bool) -> None:
+        self._fresh = self._new(PRIOR_BY_BUCKET)
+        if not keep_copies:
+            self._copies = self._new(PRIOR_IN_LINE + PRIOR_AWAY)
+
+    def alpha(self) -> list[float]:
+        return list(self._fresh.alpha()) + list(self._copies.alpha())
+
+    def observe_position(self, bucket: int, accepted: bool) -> None:
+        if bucket < N_BUCKETS:
+            self._fresh.observe_position(bucket, accepted)
+        else:
+            self._copies.observe_position(bucket - N_BUCKETS, accepted)
 
 
 class _BucketObserver:
     """Routes a shadow's position outcomes to the bucket of that position's agreement."""
 
-    def __init__(self, stats: "_core.AcceptanceStats", buckets: list[int]) -> None:
+    def __init__(self, stats: "_Hazard", buckets: list[int]) -> None:
         self.stats, self.buckets = stats, buckets
 
     def observe_position(self, position: int, accepted: bool) -> None:
@@ -103,6 +139,7 @@ class PromptLookup:
         self._curve: "_core.CostCurve | None" = None
         self._n_seq_max = max_candidates
         self.last_plan: "_core.TreePlan | None" = None
+        self._stats = _Hazard()
 
     def bind(self, target: "Model") -> None:  # noqa: F821
         self._n_seq_max = target.backend.n_seq_max
@@ -116,16 +153,16 @@ class PromptLookup:
     def begin(self, prompt: list[int], sampling: SamplingConfig) -> None:
         self._index = _core.NgramIndex(self.n_min, self.n_max)
         self._index.append(np.asarray(prompt, dtype=np.int32))
-        # P(next token still copies | k tokens agreed so far), per bucket of k. (Kept
-        # across calls it helped edits but cost open-ended prompts after code ones.)
-        self._stats = _core.AcceptanceStats(list(PRIOR_BY_BUCKET), decay=STATS_DECAY,
-                                            prior_weight=STATS_PRIOR_WEIGHT)
+        # P(next token still copies | k tokens agreed so far), per relation and bucket of k.
+        # How copies behave while the output edits one carries over from call to call (a
+        # user's edits resemble each other); fresh matches are relearnt for each prompt.
+        self._stats.restart(keep_copies=KEEP_COPY_STATS)
         self._shadows = ShadowScorer()
         self._follower = CopyFollower()
 
     # ---- drafting ------------------------------------------------------------------------
 
-    def _path_probs(self, tree: "_core.DraftTree") -> np.ndarray:
+    def _path_probs(self, tree: "_core.DraftTree", offset: int) -> np.ndarray:
         """P(node accepted) = P(parent accepted) * P(node | parent accepted).
 
         The best-ranked child of a node (the first in node order) continues the occurrence
@@ -147,16 +184,17 @@ class PromptLookup:
             depth[i] = 0 if par < 0 else depth[par] + 1
             above = 1.0 if par < 0 else prob[par]
             if par not in top:
-                top[par] = h[agreement_bucket(int(contexts[i]) + int(depth[i]))]
+                top[par] = h[offset + agreement_bucket(int(contexts[i]) + int(depth[i]))]
                 prob[i] = above * top[par]
             else:
                 prob[i] = above * (1.0 - top[par]) * counts[i] / total[par]
         return prob
 
-    def _candidates(self, tokens: list[int], tree: "_core.DraftTree") -> _Candidates | None:
-        """What could be drafted this step: the lookup tree, or the copy followed through
-        learnt edits where that agrees over more tokens."""
+    def _candidates(self, tokens: list[int], tree: "_core.DraftTree") -> list[_Candidates]:
+        """What could be drafted this step: the lookup tree, and the followed copy (through
+        learnt edits, or where it is about to resume) when it differs from the tree's."""
         chain = _main_chain(tree) if len(tree.tokens) else []
+        out: list[_Candidates] = []
         followed = None
         if self.rewrites:
             self._follower.follow(tokens)
@@ -164,16 +202,19 @@ class PromptLookup:
                 tip = len(chain) - 1
                 self._follower.align(tokens, int(tree.sources[tip]), int(tree.contexts[tip]))
             followed = self._follower.draft(tokens, self.max_draft)
-        if followed is not None and (not chain or followed.agreement > int(tree.contexts[0])):
-            buckets = [agreement_bucket(followed.agreement + d) for d in range(len(followed.tokens))]
-            return _Candidates(np.asarray(followed.tokens, np.int32),
-                               np.arange(-1, len(followed.tokens) - 1, dtype=np.int32),
-                               np.cumprod(np.asarray(self._stats.alpha())[buckets]), followed.tokens, buckets)
-        if not chain:
-            return None
-        buckets = [agreement_bucket(int(tree.contexts[d]) + d) for d in range(len(chain))]
-        return _Candidates(np.asarray(tree.tokens, np.int32), np.asarray(tree.parents, np.int32),
-                           self._path_probs(tree), chain, buckets)
+        relation = self._follower.relation(int(tree.sources[0])) if chain and self.rewrites else FRESH
+        if chain:
+            buckets = [N_BUCKETS * relation + agreement_bucket(int(tree.contexts[d]) + d) for d in range(len(chain))]
+            out.append(_Candidates(np.asarray(tree.tokens, np.int32), np.asarray(tree.parents, np.int32),
+                                   self._path_probs(tree, N_BUCKETS * relation), chain, buckets))
+        if followed is not None and (not chain or followed.tokens[:len(chain)] != chain[:len(followed.tokens)]
+                                     or followed.agreement > int(tree.contexts[0])):
+            offset = N_BUCKETS * (IN_LINE if followed.in_line else FRESH)
+            buckets = [offset + agreement_bucket(followed.agreement + d) for d in range(len(followed.tokens))]
+            out.append(_Candidates(np.asarray(followed.tokens, np.int32),
+                                   np.arange(-1, len(followed.tokens) - 1, dtype=np.int32),
+                                   np.cumprod(np.asarray(self._stats.alpha())[buckets]), followed.tokens, buckets))
+        return out
 
     def propose(self, tokens: list[int], budget: int) -> Draft:
         self._index.append(np.asarray(tokens[self._index.size():], dtype=np.int32))
@@ -185,13 +226,16 @@ class PromptLookup:
             return Draft.empty()
         branches = 1 if self.fixed_length is not None else min(self.max_candidates, self._n_seq_max)
         tree = self._index.lookup(self.n_min, self.n_max, self.max_draft, branches, CONTEXT_CAP)
-        cand = self._candidates(tokens, tree)
-        if cand is None:
+        cands = self._candidates(tokens, tree)
+        if not cands:
             return Draft.empty()
-        self._shadows.add(len(tokens), cand.chain, _BucketObserver(self._stats, cand.buckets))
+        for c in cands:
+            self._shadows.add(len(tokens), c.chain, _BucketObserver(self._stats, c.buckets))
         if self.fixed_length is not None:
-            return Draft.chain(np.asarray(cand.chain[:depth], dtype=np.int32))
-        plan = _core.tree_plan(self._curve, cand.path_probs, cand.parents, budget)
+            return Draft.chain(np.asarray(cands[-1].chain[:depth], dtype=np.int32))
+        plans = [_core.tree_plan(self._curve, c.path_probs, c.parents, budget) for c in cands]
+        best = max(range(len(cands)), key=lambda k: plans[k].expected_speedup)
+        cand, plan = cands[best], plans[best]
         self.last_plan = plan
         if len(plan.nodes) == 0:  # no draft beats plain decoding
             return Draft.empty()

@@ -1,20 +1,24 @@
-"""Copying through systematic edits: learnt rewrites for prompt lookup.
+"""Following a copy through edits: learnt rewrites and resumptions for prompt lookup.
 
 An edit such as "rename `h` to `heap`" makes the output copy its source except at every
-occurrence of the old name. A plain n-gram copy breaks at each of them: the draft ends,
-and after the new name the context agreement starts again from one token, so drafts stay
-short for several steps. `CopyFollower` keeps the copy's alignment instead:
+occurrence of the old name; adding type hints rewrites each signature and then copies the
+body. A plain n-gram copy breaks at each change: the draft ends, and after it the context
+agreement starts again from one token, so drafts stay short for several steps.
+`CopyFollower` keeps the copy's alignment instead:
 
 - an anchor: a source position aligned with the end of the output, found by an n-gram
   match that agreed over >= `resync` tokens and then followed token by token;
-- where the output leaves the source, a search for where it comes back: the nearest
+- where the output leaves the source, a search for where it comes back. The nearest
   point (<= max_span tokens skipped on either side) after which `resync` tokens agree
-  again. The skipped source span A and output span B are learnt as an edit A -> B;
-- drafts that continue the source with every learnt edit applied, with the agreement
-  counted through the edits.
+  is an edit: the skipped source span A and output span B are learnt as A -> B. Farther
+  on (<= MAX_SKIP source tokens, after <= MAX_NEW new output tokens) it is a resumption;
+- drafts that continue the source with every confirmed edit applied, with the agreement
+  counted through them; while the output is away, drafts from the nearest place ahead
+  where its last tokens occur (a copy about to resume);
+- `relation`: whether a match continues a copy that ran for >= STRONG_RUN tokens, lies
+  elsewhere, or no such copy is followed. Prompt lookup keeps acceptance apart for each.
 
-Without learnt edits it drafts nothing (the n-gram index drafts the same copy), so it
-only acts once an edit has been seen. An edit the output contradicts is dropped.
+An edit the output contradicts is dropped.
 """
 
 from __future__ import annotations
@@ -28,14 +32,27 @@ MAX_REWRITES = 64
 # An edit drafts only once it has been seen this often: a chance re-alignment in prose
 # looks like an edit once, a rename recurs.
 MIN_SEEN = 2
+# Beyond a small edit the output may write something new (a typed signature, an added
+# docstring) or drop a block and then go on copying further ahead: the copy resumes within
+# MAX_SKIP source tokens of where it broke, after at most MAX_NEW new output tokens.
+MAX_SKIP = 64
+MAX_NEW = 160
+# An n-gram match elsewhere that agrees over this many tokens moves the followed copy
+# there even while the output is away from it (a reordered block).
+JUMP_AGREEMENT = 8
+# A copy this long is a real one (an edit's source), not a chance repeat: where it breaks,
+# matches that resume it are tracked apart from matches elsewhere.
+STRONG_RUN = 16
+FRESH, IN_LINE, AWAY = 0, 1, 2  # see `CopyFollower.relation`
 
 
 @dataclass(frozen=True)
 class Followed:
-    """A draft continuing the anchored copy and the agreement (tokens) behind it."""
+    """A draft continuing the followed copy and the agreement (tokens) behind it."""
 
     tokens: list[int]
     agreement: int
+    in_line: bool  # continues a copy that ran for >= STRONG_RUN tokens (see `in_line`)
 
 
 @dataclass
@@ -43,6 +60,16 @@ class _Anchor:
     source: int  # stream index of the source token aligned with `out`
     out: int  # stream index of an output token
     agreement: int  # tokens agreeing up to and including these
+    strong: bool  # this copy has run for >= STRONG_RUN tokens
+
+
+@dataclass
+class _Break:
+    source: int  # first source index the output did not match
+    out: int  # first output index that left the source
+    agreement: int  # the run before the break
+    scanned: int  # output end positions already searched for a distant resumption
+    strong: bool
 
 
 class CopyFollower:
@@ -53,12 +80,13 @@ class CopyFollower:
         self.rewrites: dict[tuple[int, ...], tuple[int, ...]] = {}
         self.seen: dict[tuple[int, ...], int] = {}
         self._anchor: _Anchor | None = None
-        self._broke: _Anchor | None = None  # first unmatched source / output index, run before
+        self._broke: _Break | None = None  # where the output left the followed copy
         self._pending: list[int] = []  # the rest of an edit's output span already begun
+        self._firsts: set[int] = set()  # first source tokens of the learnt edits
 
     def _rewrite_at(self, stream: Sequence[int], i: int) -> tuple[tuple[int, ...], tuple[int, ...]] | None:
         """The learnt edit whose source span starts at stream[i], if any (the longest)."""
-        if not self.rewrites or i >= len(stream):
+        if i >= len(stream) or stream[i] not in self._firsts:
             return None
         first = stream[i]
         best = None
@@ -90,18 +118,23 @@ class CopyFollower:
                     self.seen[src] = self.seen.get(src, 0) + 1  # the edit recurred
                     continue
                 del self.rewrites[src]  # the output did not make this edit here
+                self._firsts = {a[0] for a in self.rewrites}
                 self.seen.pop(src, None)
             if i < j and stream[i] == stream[j]:
                 i, j, run = i + 1, j + 1, run + 1
                 continue
             break
+        strong = a.strong or run >= STRONG_RUN
         if j < n:  # the output left the source at j
-            self._broke, self._anchor, self._pending = _Anchor(i, j, run), None, []
+            self._broke, self._anchor, self._pending = _Break(i, j, run, j, strong), None, []
         else:
-            self._anchor, self._pending = _Anchor(i - 1, n - 1, run), pending
+            self._anchor, self._pending = _Anchor(i - 1, n - 1, run, strong), pending
 
     def _resync(self, stream: Sequence[int]) -> None:
-        """After a break: find where the copy resumes, learn the edit, re-anchor there."""
+        """After a break: find where the copy resumes and re-anchor there. A resumption
+        within max_span tokens on both sides is an edit: it is learnt and the agreement
+        carries on through it. A farther one (new code written, a block dropped) starts
+        the agreement afresh."""
         b = self._broke
         assert b is not None
         n, r = len(stream), self.resync
@@ -117,12 +150,34 @@ class CopyFollower:
                 if src and (len(self.rewrites) < MAX_REWRITES or src in self.rewrites):
                     same = self.rewrites.get(src) == out
                     self.rewrites[src] = out
+                    self._firsts.add(src[0])
                     self.seen[src] = self.seen.get(src, 0) + 1 if same else 1
-                self._broke = None
-                self._anchor, self._pending = _Anchor(i + r - 1, j + r - 1, b.agreement + r), []
+                # Through a confirmed edit the copy goes on; a first-seen one may be chance.
+                carried = b.agreement if src and self.seen.get(src, 0) >= MIN_SEEN else 0
+                self._resume(i + r - 1, j + r - 1, carried + r, b.strong)
                 return
-        if n - b.out > 2 * self.max_span + r:
-            self._broke = None  # too far: not an edit of a copy
+        found = self._distant_resumption(stream, b, r)
+        if found is not None:
+            self._resume(found[0], found[1], r, b.strong)
+        elif n - b.out > MAX_NEW:
+            self._broke = None  # the output has moved on: nothing to follow
+
+    def _distant_resumption(self, stream: Sequence[int], b: _Break, r: int) -> tuple[int, int] | None:
+        """(source, output) indices ending the first r output tokens since the last scan
+        that equal r source tokens at most MAX_SKIP after the break (the nearest)."""
+        n = len(stream)
+        for end in range(max(b.scanned, b.out + r), n + 1):
+            gram = list(stream[end - r:end])
+            for i in range(b.source, min(b.source + MAX_SKIP, end - 2 * r) + 1):
+                if list(stream[i:i + r]) == gram:
+                    b.scanned = end
+                    return i + r - 1, end - 1
+        b.scanned = n + 1
+        return None
+
+    def _resume(self, source: int, out: int, agreement: int, strong: bool) -> None:
+        self._broke = None
+        self._anchor, self._pending = _Anchor(source, out, agreement, strong), []
 
     def follow(self, stream: Sequence[int]) -> None:
         """Catch up with the stream (call once per step, before drafting)."""
@@ -137,21 +192,53 @@ class CopyFollower:
 
     def align(self, stream: Sequence[int], source_end: int, agreement: int) -> None:
         """An n-gram match: the stream's last `agreement` tokens equal those ending at
-        `source_end`. It anchors the copy when nothing better does."""
-        if agreement < self.resync or self._broke is not None:
+        `source_end`. It anchors the copy when it agrees over more than what is followed
+        (while the output is away from the followed copy, over more than `jump` tokens)."""
+        if agreement < self.resync:
+            return
+        if self._broke is not None and agreement < JUMP_AGREEMENT:
             return
         if self._anchor is None or agreement > self._anchor.agreement:
-            self._anchor, self._pending = _Anchor(source_end, len(stream) - 1, agreement), []
+            self._broke = None
+            self._anchor = _Anchor(source_end, len(stream) - 1, agreement, agreement >= STRONG_RUN)
+            self._pending = []
+
+    def relation(self, source_end: int) -> int:
+        """How a match ending at `source_end` stands to the followed copy: FRESH when no
+        copy is followed, IN_LINE when it continues that copy (it is the anchored source,
+        or lies where the broken copy may resume), AWAY when it is somewhere else."""
+        a, b = self._anchor, self._broke
+        if a is not None and a.strong:
+            return IN_LINE if source_end == a.source else AWAY
+        if b is not None and b.strong:
+            return IN_LINE if b.source - 1 <= source_end < b.source + MAX_SKIP else AWAY
+        return FRESH
 
     # ---- drafting -------------------------------------------------------------------------
 
     def draft(self, stream: Sequence[int], limit: int) -> Followed | None:
-        """The anchored source continued with every learnt edit applied; None without edits."""
-        a = self._anchor
-        if a is None or limit < 1 or a.out != len(stream) - 1 or max(self.seen.values(), default=0) < MIN_SEEN:
+        """The followed source continued with every learnt edit applied. While the output
+        is away from it: the continuation of the nearest place ahead where the output's
+        last 1 or 2 tokens occur (a copy about to resume), with that agreement."""
+        if limit < 1:
             return None
-        out = list(self._pending[:limit])
-        i = a.source + 1
+        a = self._anchor
+        if a is not None and a.out == len(stream) - 1:
+            return self._continue(stream, a.source + 1, list(self._pending[:limit]), a.agreement, a.strong,
+                                  limit)
+        b = self._broke
+        if b is None or not b.strong:
+            return None
+        n = len(stream)
+        for m in range(self.resync - 1, 0, -1):
+            gram = list(stream[n - m:])
+            for i in range(b.source, min(b.source + MAX_SKIP, n - 2 * m) + 1):
+                if list(stream[i:i + m]) == gram:
+                    return self._continue(stream, i + m, [], m, True, limit)
+        return None
+
+    def _continue(self, stream: Sequence[int], i: int, out: list[int], agreement: int, in_line: bool,
+                  limit: int) -> Followed | None:
         while len(out) < limit and i < len(stream):
             hit = self._rewrite_at(stream, i)
             if hit is not None and self.seen.get(hit[0], 0) >= MIN_SEEN:
@@ -160,4 +247,4 @@ class CopyFollower:
             else:
                 out.append(int(stream[i]))
                 i += 1
-        return Followed(out[:limit], a.agreement) if out else None
+        return Followed(out[:limit], agreement, in_line) if out else None

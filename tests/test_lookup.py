@@ -7,7 +7,8 @@ import pytest
 
 import pyaccel
 from pyaccel import _core
-from pyaccel.lookup import N_BUCKETS, PRIOR_BY_BUCKET, PromptLookup, agreement_bucket
+from pyaccel.lookup import N_BUCKETS, PRIOR_AWAY, PRIOR_BY_BUCKET, PRIOR_IN_LINE, PromptLookup, agreement_bucket
+from pyaccel.rewrites import AWAY, IN_LINE
 
 from lossless import assert_greedy_equivalent, chi_square_pvalue, second_token_counts, target_distribution
 
@@ -97,7 +98,23 @@ def test_path_probabilities_follow_the_hazard_model() -> None:
     assert tree.tokens.tolist() == [5, 6, 3, 4] and tree.parents.tolist() == [-1, 0, -1, 2]
     assert tree.contexts.tolist() == [3, 3, 2, 2] and tree.counts.tolist() == [1, 1, 2, 2]
     h = method._stats.alpha()
-    first, second = h[agreement_bucket(3)], h[agreement_bucket(4)]
-    other = (1 - first) * 2 / 3
-    expected = [first, first * second, other, other * h[agreement_bucket(3)]]
-    np.testing.assert_allclose(method._path_probs(tree), expected)
+    for offset in (0, N_BUCKETS * IN_LINE):  # the relation's buckets
+        first, second = h[offset + agreement_bucket(3)], h[offset + agreement_bucket(4)]
+        other = (1 - first) * 2 / 3
+        expected = [first, first * second, other, other * h[offset + agreement_bucket(3)]]
+        np.testing.assert_allclose(method._path_probs(tree, offset), expected)
+
+
+def test_copy_statistics_outlive_a_call_and_fresh_ones_do_not() -> None:
+    method = PromptLookup()
+    method.begin([1, 2, 3], pyaccel.SamplingConfig())
+    for _ in range(20):
+        method._stats.observe_position(0, False)  # FRESH, bucket 0
+        method._stats.observe_position(N_BUCKETS * AWAY + 6, False)
+    low = method._stats.alpha()
+    assert low[0] < PRIOR_BY_BUCKET[0] and low[N_BUCKETS * AWAY + 6] < PRIOR_AWAY[6]
+    method.begin([1, 2, 3], pyaccel.SamplingConfig())
+    h = method._stats.alpha()
+    assert h[0] == pytest.approx(PRIOR_BY_BUCKET[0])
+    assert h[N_BUCKETS * AWAY + 6] == pytest.approx(low[N_BUCKETS * AWAY + 6])
+    assert len(h) == 3 * N_BUCKETS and len(PRIOR_IN_LINE) == len(PRIOR_AWAY) == N_BUCKETS

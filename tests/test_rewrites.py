@@ -6,7 +6,7 @@ import random
 
 from pyaccel import _core
 from pyaccel.lookup import PromptLookup
-from pyaccel.rewrites import CopyFollower
+from pyaccel.rewrites import AWAY, FRESH, IN_LINE, MAX_NEW, CopyFollower
 from pyaccel.types import Draft, SamplingConfig
 
 OLD, NEW = 9, (90, 91)  # the identifier and its two-token replacement
@@ -30,20 +30,60 @@ def test_follower_learns_an_edit_and_drafts_through_it() -> None:
     stream = src + [0] + [1, 2, 3, 4, 5, 6]
     f.align(stream, 5, 6)  # the output's 1..6 agree with the source's
     f.follow(stream)
-    assert f.draft(stream, 8) is None  # nothing learnt yet: the index drafts this copy
+    followed = f.draft(stream, 8)  # nothing learnt yet: the plain copy
+    assert followed is not None and followed.tokens == [OLD, 10, 11, 12, 13, OLD, 14, 15]
+    assert followed.agreement == 6
     stream += [*NEW, 10, 11]  # the copy broke at OLD and resumed, not yet for 3 tokens
     f.follow(stream)
     assert not f.rewrites
     stream += [12]
     f.follow(stream)
     assert f.rewrites == {(OLD,): NEW}
-    assert f.draft(stream, 6) is None  # seen once: could be chance
+    followed = f.draft(stream, 6)  # seen once (could be chance): the source as it is
+    assert followed is not None and followed.tokens == [13, OLD, 14, 15, 16, 17]
+    assert followed.agreement == 3  # a first-seen edit does not carry the agreement
     stream += [13, NEW[0]]  # the edit recurs (half-way through the new name)
     f.follow(stream)
     assert f.seen[(OLD,)] == 2
     followed = f.draft(stream, 8)
     assert followed is not None and followed.tokens == [NEW[1], 14, 15, 16, 17, *NEW, 18]
-    assert followed.agreement == 6 + 3 + 2  # counted through the edits
+    assert followed.agreement == 3 + 2  # counted through the confirmed edit
+
+
+def test_a_distant_resumption_is_followed_in_line() -> None:
+    """New output (a typed signature) replaces part of the source, then the copy resumes
+    further on: the follower drafts it from the output's last tokens, then re-anchors."""
+    src = list(range(100, 140))  # 40 distinct source tokens
+    new = list(range(200, 220))  # 20 new output tokens
+    stream = src + [0] + src[:20]
+    f = CopyFollower()
+    f.align(stream, 19, 20)
+    f.follow(stream)
+    assert f.relation(19) == IN_LINE and f.relation(5) == AWAY  # a strong copy: 20 >= 16
+    stream += new + src[26:28]  # source 20..25 dropped, 26 and 27 copied
+    f.follow(stream)
+    followed = f.draft(stream, 4)
+    assert followed is not None and followed.tokens == src[28:32]
+    assert followed.agreement == 2 and followed.in_line
+    assert f.relation(27) == IN_LINE and f.relation(2) == AWAY
+    stream += src[28:30]
+    f.follow(stream)
+    followed = f.draft(stream, 3)
+    assert followed is not None and followed.tokens == src[30:33] and followed.agreement == 3 + 1
+    assert not f.rewrites  # too far for an edit
+
+
+def test_relation_without_a_strong_copy_is_fresh() -> None:
+    src = list(range(100, 120))
+    stream = src + [0] + src[:5]
+    f = CopyFollower()
+    assert f.relation(4) == FRESH
+    f.align(stream, 4, 5)
+    f.follow(stream)
+    assert f.relation(4) == FRESH  # 5 agreeing tokens may be chance
+    stream += [300 + k for k in range(MAX_NEW + 10)]  # the output never comes back
+    f.follow(stream)
+    assert f.draft(stream, 4) is None and f.relation(4) == FRESH
 
 
 def test_a_contradicted_rewrite_is_dropped() -> None:
@@ -56,7 +96,9 @@ def test_a_contradicted_rewrite_is_dropped() -> None:
     assert f.rewrites == {(OLD,): NEW}
     stream += [OLD]  # this time the output kept the old name
     f.follow(stream)
-    assert not f.rewrites and f.draft(stream, 4) is None
+    assert not f.rewrites
+    followed = f.draft(stream, 4)
+    assert followed is not None and followed.tokens == [20, 21, 0, 1]  # the source copied on
 
 
 def test_an_unrelated_continuation_learns_nothing() -> None:
@@ -65,7 +107,7 @@ def test_an_unrelated_continuation_learns_nothing() -> None:
     f = CopyFollower()
     f.align(stream[:15], 3, 4)
     f.follow(stream)
-    assert not f.rewrites and f.draft(stream, 4) is None
+    assert not f.rewrites and f.draft(stream, 4) is None  # the output went elsewhere
 
 
 def _replay(method: PromptLookup, prompt: list[int], output: list[int]) -> int:
