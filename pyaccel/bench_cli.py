@@ -15,7 +15,8 @@ DEFAULT_METHODS = "plain,lookup,draft"
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("-m", "--model", default=None, help="registry name or path to a .gguf (default: the registry default)")
     p.add_argument("--suite", action="append", default=[], metavar="SUITE",
-                   help="code, edit, specbench (a few questions of every category) or specbench:CATEGORY; repeatable")
+                   help="code, edit, specbench (a few questions of every category), specbench:CATEGORY, or a .jsonl "
+                        "file of your own (\"id\", \"instruction\", optional \"code\" per line); repeatable")
     p.add_argument("--methods", default=DEFAULT_METHODS,
                    help="comma-separated name[:key=value,...]: pyaccel methods (plain, lookup, draft, ...) and the "
                         "llama-cpp-python peers llama-plain, llama-lookup; plain is always added "
@@ -43,7 +44,7 @@ def command(args: argparse.Namespace) -> int:
     from .bench_costs import costs_report
 
     if not args.costs and not args.suite:
-        raise ValueError("no suite given: add --suite code, edit, specbench or specbench:CATEGORY (or --costs)")
+        raise ValueError("no suite given: add --suite code, edit, specbench, specbench:CATEGORY or a .jsonl file (or --costs)")
     config = BenchConfig(suites=args.suite, methods=parse_methods(args.methods), max_tokens=args.max_tokens,
                          prompts=args.prompts, rounds=args.rounds, questions=args.questions, oracle=args.oracle,
                          draft_model=args.draft_model)

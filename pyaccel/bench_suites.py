@@ -60,9 +60,23 @@ def _prompt_text(rec: dict[str, Any]) -> str:
 
 
 def _shipped(suite: str, limit: int | None) -> list[BenchPrompt]:
-    records = shipped_records(suite)[:limit]
+    return _prompts(suite, shipped_records(suite)[:limit])
+
+
+def _prompts(suite: str, records: list[dict[str, Any]]) -> list[BenchPrompt]:
     return [BenchPrompt(suite, str(r["id"]), _prompt_text(r), bool(r.get("copy", False)), str(r.get("source", "")))
             for r in records]
+
+
+def _user_file(path: Path, limit: int | None) -> list[BenchPrompt]:
+    """A suite of the user's own: JSON lines with "id" and "instruction" (and optionally
+    "code", appended as a Python code block, and "copy")."""
+    with path.open("r", encoding="utf-8") as f:
+        records = _read_jsonl(iter(f), str(path))[:limit]
+    for n, rec in enumerate(records, 1):
+        if "id" not in rec or "instruction" not in rec:
+            raise ValueError(f"{path} record {n} needs \"id\" and \"instruction\" fields")
+    return _prompts(path.stem, records)
 
 
 def find_questions(explicit: str | os.PathLike[str] | None = None) -> Path:
@@ -104,13 +118,17 @@ def _specbench(category: str | None, limit: int | None, questions: Path) -> list
 
 
 def load_suite(name: str, limit: int | None = None, questions: str | os.PathLike[str] | None = None) -> list[BenchPrompt]:
-    """Prompts of suite `name` (code, edit, specbench, specbench:CATEGORY); at most `limit`
-    (for `specbench`: per category)."""
+    """Prompts of suite `name` (code, edit, specbench, specbench:CATEGORY, or a .jsonl file of
+    the user's own); at most `limit` (for `specbench`: per category)."""
     if limit is not None and limit < 1:
         raise ValueError(f"--prompts must be >= 1, got {limit}")
     if name in SHIPPED_SUITES:
         return _shipped(name, limit)
+    if name.endswith(".jsonl"):
+        if not Path(name).is_file():
+            raise FileNotFoundError(f"no prompt file {name}: give the path of a JSON-lines file")
+        return _user_file(Path(name), limit)
     if name == SPECBENCH or name.startswith(SPECBENCH + ":"):
         category = name.split(":", 1)[1] if ":" in name else None
         return _specbench(category or None, limit, find_questions(questions))
-    raise ValueError(f"unknown suite {name!r}: choose code, edit, specbench or specbench:CATEGORY")
+    raise ValueError(f"unknown suite {name!r}: choose code, edit, specbench, specbench:CATEGORY or a .jsonl file")

@@ -57,9 +57,10 @@ PRIOR_BY_BUCKET = (0.2, 0.2, 0.45, 0.6, 0.7, 0.75, 0.8, 0.85, 0.9, 0.9, 0.95, 0.
 # (`CopyFollower.relation`), in buckets N_BUCKETS * relation + bucket: a copy resuming
 # where it left off is far likelier to go on than a chance repeat of a few tokens
 # elsewhere while the output is editing a copy.
-PRIOR_IN_LINE = (0.5, 0.5, 0.6, 0.7, 0.8, 0.85, 0.9, 0.9, 0.93, 0.93, 0.95, 0.95, 0.97, 0.97, 0.97)
+PRIOR_IN_LINE = (0.5, 0.5, 0.6, 0.7, 0.8, 0.85, 0.9, 0.9, 0.95, 0.95, 0.97, 0.97, 0.99, 0.99, 0.99)
 PRIOR_AWAY = PRIOR_BY_BUCKET
 KEEP_COPY_STATS = True
+COPY_STATS_DECAY = 0.99
 
 
 class _Hazard:
@@ -68,16 +69,17 @@ class _Hazard:
 
     def __init__(self) -> None:
         self._fresh = self._new(PRIOR_BY_BUCKET)
-        self._copies = self._new(PRIOR_IN_LINE + PRIOR_AWAY)
+        self._copies = self._new(PRIOR_IN_LINE + PRIOR_AWAY, COPY_STATS_DECAY)
 
     @staticmethod
-    def _new(prior: tuple[float, ...]) -> "_core.AcceptanceStats":
-        return _core.AcceptanceStats(list(prior), decay=STATS_DECAY, prior_weight=STATS_PRIOR_WEIGHT)
+    def _new(prior: tuple[float, ...], decay: float = -1.0) -> "_core.AcceptanceStats":
+        return _core.AcceptanceStats(list(prior), decay=STATS_DECAY if decay < 0 else decay,
+                                     prior_weight=STATS_PRIOR_WEIGHT)
 
     def restart(self, keep_copies: bool) -> None:
         self._fresh = self._new(PRIOR_BY_BUCKET)
         if not keep_copies:
-            self._copies = self._new(PRIOR_IN_LINE + PRIOR_AWAY)
+            self._copies = self._new(PRIOR_IN_LINE + PRIOR_AWAY, COPY_STATS_DECAY)
 
     def alpha(self) -> list[float]:
         return list(self._fresh.alpha()) + list(self._copies.alpha())

@@ -131,6 +131,26 @@ def test_edit_suite_holds_real_code() -> None:
     assert all("```python\n" in p.text for p in suite)
 
 
+def test_a_jsonl_file_is_a_suite(tmp_path: Path) -> None:
+    holdout = Path(__file__).resolve().parent.parent / "benchmarks" / "data" / "edit_holdout.jsonl"
+    suite = load_suite(str(holdout))
+    assert len(suite) == 8 and {p.suite for p in suite} == {"edit_holdout"}
+    for p in suite:  # real, complete Python of 40-200 lines after the instruction
+        code = p.text.split("```python\n", 1)[1].rsplit("```", 1)[0]
+        compile(code, p.id, "exec")
+        assert 40 <= len(code.splitlines()) <= 200, p.id
+    assert sum(p.copy for p in suite) == 3 and len(load_suite(str(holdout), 2)) == 2
+    bad = tmp_path / "mine.jsonl"
+    bad.write_text('{"id": "a", "instruction": "say hi"}\n{"id": "b"}\n', encoding="utf-8")
+    with pytest.raises(ValueError, match="record 2 needs"):
+        load_suite(str(bad))
+    bad.write_text('{"id": "a",\n', encoding="utf-8")
+    with pytest.raises(ValueError, match="line 1 is not valid JSON"):
+        load_suite(str(bad))
+    with pytest.raises(FileNotFoundError, match="no prompt file"):
+        load_suite(str(tmp_path / "missing.jsonl"))
+
+
 def test_specbench_suites() -> None:
     try:
         questions = find_questions()
