@@ -15,7 +15,8 @@ agreement starts again from one token, so drafts stay short for several steps.
 - drafts that continue the source with every confirmed edit applied, with the agreement
   counted through them; while the output is away, drafts from the nearest place ahead
   where its last tokens occur (a copy about to resume);
-- `relation`: whether a match continues a copy that ran for >= STRONG_RUN tokens, lies
+- `relation`: whether a match continues a copy the output has taken >= STRONG_RUN tokens
+  from (through edits and resumptions), lies
   elsewhere, or no such copy is followed. Prompt lookup keeps acceptance apart for each.
 
 An edit the output contradicts is dropped.
@@ -40,8 +41,9 @@ MAX_NEW = 160
 # An n-gram match elsewhere that agrees over this many tokens moves the followed copy
 # there even while the output is away from it (a reordered block).
 JUMP_AGREEMENT = 8
-# A copy this long is a real one (an edit's source), not a chance repeat: where it breaks,
-# matches that resume it are tracked apart from matches elsewhere.
+# A copy the output has taken this many tokens from (through edits and resumptions) is a
+# real one (an edit's source), not a chance repeat: matches that resume it are tracked
+# apart from matches elsewhere.
 STRONG_RUN = 16
 FRESH, IN_LINE, AWAY = 0, 1, 2  # see `CopyFollower.relation`
 
@@ -52,7 +54,7 @@ class Followed:
 
     tokens: list[int]
     agreement: int
-    in_line: bool  # continues a copy that ran for >= STRONG_RUN tokens (see `in_line`)
+    in_line: bool  # continues a strong copy (see `CopyFollower.relation`)
 
 
 @dataclass
@@ -60,7 +62,11 @@ class _Anchor:
     source: int  # stream index of the source token aligned with `out`
     out: int  # stream index of an output token
     agreement: int  # tokens agreeing up to and including these
-    strong: bool  # this copy has run for >= STRONG_RUN tokens
+    copied: int  # tokens the output copied from it so far, through edits and resumptions
+
+    @property
+    def strong(self) -> bool:
+        return self.copied >= STRONG_RUN
 
 
 @dataclass
@@ -69,7 +75,11 @@ class _Break:
     out: int  # first output index that left the source
     agreement: int  # the run before the break
     scanned: int  # output end positions already searched for a distant resumption
-    strong: bool
+    copied: int
+
+    @property
+    def strong(self) -> bool:
+        return self.copied >= STRONG_RUN
 
 
 class CopyFollower:
@@ -124,11 +134,11 @@ class CopyFollower:
                 i, j, run = i + 1, j + 1, run + 1
                 continue
             break
-        strong = a.strong or run >= STRONG_RUN
+        copied = a.copied + run - a.agreement
         if j < n:  # the output left the source at j
-            self._broke, self._anchor, self._pending = _Break(i, j, run, j, strong), None, []
+            self._broke, self._anchor, self._pending = _Break(i, j, run, j, copied), None, []
         else:
-            self._anchor, self._pending = _Anchor(i - 1, n - 1, run, strong), pending
+            self._anchor, self._pending = _Anchor(i - 1, n - 1, run, copied), pending
 
     def _resync(self, stream: Sequence[int]) -> None:
         """After a break: find where the copy resumes and re-anchor there. A resumption
@@ -154,11 +164,11 @@ class CopyFollower:
                     self.seen[src] = self.seen.get(src, 0) + 1 if same else 1
                 # Through a confirmed edit the copy goes on; a first-seen one may be chance.
                 carried = b.agreement if src and self.seen.get(src, 0) >= MIN_SEEN else 0
-                self._resume(i + r - 1, j + r - 1, carried + r, b.strong)
+                self._resume(i + r - 1, j + r - 1, carried + r, b.copied + r)
                 return
         found = self._distant_resumption(stream, b, r)
         if found is not None:
-            self._resume(found[0], found[1], r, b.strong)
+            self._resume(found[0], found[1], r, b.copied + r)
         elif n - b.out > MAX_NEW:
             self._broke = None  # the output has moved on: nothing to follow
 
@@ -175,9 +185,9 @@ class CopyFollower:
         b.scanned = n + 1
         return None
 
-    def _resume(self, source: int, out: int, agreement: int, strong: bool) -> None:
+    def _resume(self, source: int, out: int, agreement: int, copied: int) -> None:
         self._broke = None
-        self._anchor, self._pending = _Anchor(source, out, agreement, strong), []
+        self._anchor, self._pending = _Anchor(source, out, agreement, copied), []
 
     def follow(self, stream: Sequence[int]) -> None:
         """Catch up with the stream (call once per step, before drafting)."""
@@ -200,7 +210,7 @@ class CopyFollower:
             return
         if self._anchor is None or agreement > self._anchor.agreement:
             self._broke = None
-            self._anchor = _Anchor(source_end, len(stream) - 1, agreement, agreement >= STRONG_RUN)
+            self._anchor = _Anchor(source_end, len(stream) - 1, agreement, agreement)
             self._pending = []
 
     def relation(self, source_end: int) -> int:

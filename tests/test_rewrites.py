@@ -153,3 +153,19 @@ def test_no_edit_means_no_rewrites() -> None:
     assert method._follower.rewrites == {}
     _replay(method, [0] + source + [0], list(reversed(source)))  # no copy at all
     assert method._follower.rewrites == {}
+
+
+def test_a_copy_grows_strong_through_its_edits() -> None:
+    """Strength counts every token taken from the copy, across breaks: 10 + 3 + 3 >= 16."""
+    src = list(range(100, 130))
+    stream = src + [0] + src[:10]
+    f = CopyFollower()
+    f.align(stream, 9, 10)
+    f.follow(stream)
+    assert f.relation(9) == FRESH
+    stream += [500] + src[11:14]  # source token 10 replaced, then 3 agree: resynced
+    f.follow(stream)
+    assert f.relation(13) == FRESH  # 13 copied
+    stream += src[14:17]
+    f.follow(stream)
+    assert f.relation(16) == IN_LINE and f.relation(3) == AWAY
