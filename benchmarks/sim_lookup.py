@@ -3,8 +3,9 @@
 Under greedy decoding an n-gram proposer's outcome is fully determined by the plain
 output: this replays `pyaccel bench --json` results (plain's tokens per prompt), runs the
 proposer step by step, accepts the longest draft path that matches the output, and prices
-each step with the measured cost curve. Its simulated speedup and the oracle bound use the
-same curve, so proposer changes can be compared in seconds instead of a benchmark hour.
+each step with the measured cost curve at its context depth. Its simulated speedup and
+the oracle bound use the same curves, so proposer changes can be compared in seconds
+instead of a benchmark hour.
 
     python benchmarks/sim_lookup.py bench-results/edit2.json [--option key=value ...]
 """
@@ -15,7 +16,7 @@ import argparse
 import ast
 import json
 import statistics
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -41,7 +42,7 @@ def accept_path(draft: Draft, future: Sequence[int]) -> list[int]:
     return path
 
 
-def simulate(proposer: Any, prompt: list[int], output: list[int], rel: Sequence[float],
+def simulate(proposer: Any, prompt: list[int], output: list[int], rel: Callable[[int], Sequence[float]],
              max_batch: int = 64) -> dict[str, float]:
     """Steps, cost (in single-token decodes) and tau of `proposer` reproducing `output`."""
     proposer.begin(list(prompt), SamplingConfig())
@@ -55,7 +56,7 @@ def simulate(proposer: Any, prompt: list[int], output: list[int], rel: Sequence[
         n = len(path) + 1
         history += output[done:done + n]
         done += n
-        cost += rel[len(draft)]
+        cost += rel(len(history))[len(draft)]
         steps += 1
         drafted += len(draft)
     proposer.end()
@@ -72,7 +73,7 @@ def main() -> int:
     args = ap.parse_args()
     data = json.loads(open(args.results, encoding="utf-8").read())
     model = Model(args.model, n_ctx=4096)
-    rel = decode_costs(model.backend).relative()
+    rel = decode_costs(model.backend).relative_at  # the curve at a context depth
     options = {k: (ast.literal_eval(v) if k.isupper() else parse_value(v))
                for k, v in (o.split("=", 1) for o in args.option)}
     import pyaccel.lookup as lookup_module

@@ -12,7 +12,7 @@ from __future__ import annotations
 import statistics
 import sys
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Any, Sequence, TextIO
+from typing import TYPE_CHECKING, Any, Callable, Sequence, TextIO
 
 from .bench_oracle import oracle_speedup
 from .bench_runners import PLAIN, MethodSpec, Run, Runner, make_runner
@@ -126,10 +126,11 @@ def _measure_round(runners: Sequence[Runner], prompt: list[int], max_tokens: int
     return out
 
 
-def _oracle_curve(model: "Model") -> list[float]:
+def _oracle_curve(model: "Model") -> Callable[[int], list[float]]:
+    """The measured relative cost curve at a given context depth."""
     from .costs import decode_costs
 
-    return decode_costs(model.backend).relative()
+    return decode_costs(model.backend).relative_at
 
 
 def _bench_prompt(runners: Sequence[Runner], bp: BenchPrompt, tokens: list[int],

@@ -55,7 +55,7 @@ def plan_table(measured: Sequence[float], draft_costs: Sequence[tuple[str, float
 
 
 def _token_s(model: "Model") -> float:
-    return measure_decode_costs(model.backend, max_batch=1, repeats=5, progress=False).token_s
+    return measure_decode_costs(model.backend, max_batch=1, repeats=5, progress=False, deep=False).token_s
 
 
 def _draft_cost(model: "Model", draft: str | None) -> tuple[str, float] | None:

@@ -9,9 +9,12 @@ output, so its speedup bounds every n-gram drafter on this machine's cost curve.
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Callable, Sequence, Union
 
 import numpy as np
+
+# One relative cost curve, or a function of the context depth giving the curve there.
+Costs = Union[Sequence[float], Callable[[int], Sequence[float]]]
 
 # Longest copy the oracle considers (the lookup drafts at most this deep as well).
 ORACLE_MAX_COPY = 64
@@ -42,27 +45,36 @@ def accept_lengths(prompt: Sequence[int], output: Sequence[int], cap: int = ORAC
     return a
 
 
-def oracle_cost(accept: Sequence[int], relative_costs: Sequence[float]) -> float:
+def oracle_cost(accept: Sequence[int], relative_costs: Sequence[float] | Sequence[Sequence[float]]) -> float:
     """Least total cost to commit len(accept) decode-phase tokens.
 
-    From root i a step verifies L <= accept[i] drafted tokens, costs relative_costs[L]
-    (one decode of L + 1 tokens) and commits L + 1 tokens. Dynamic programming from the end.
+    From root i a step verifies L <= accept[i] drafted tokens, costs t[L] (one decode of
+    L + 1 tokens) and commits L + 1 tokens. t is `relative_costs`, or its row i where it
+    holds one curve per root (the curve of that root's context depth). Dynamic programming
+    from the end.
     """
     t = np.asarray(relative_costs, dtype=np.float64)
     if t.size == 0:
         raise ValueError("the cost curve is empty: measure it with pyaccel.costs.decode_costs")
     n = len(accept)
+    rows = t if t.ndim == 2 else np.broadcast_to(t, (n, t.size))
+    if len(rows) < n:
+        raise ValueError(f"need one cost curve per root: got {len(rows)} for {n} roots")
     cost = np.full(n + 1, np.inf)
     cost[n] = 0.0
     for i in range(n - 1, -1, -1):
-        longest = min(int(accept[i]), n - 1 - i, t.size - 1)
-        cost[i] = float(np.min(t[: longest + 1] + cost[i + 1 : i + longest + 2]))
+        longest = min(int(accept[i]), n - 1 - i, rows.shape[1] - 1)
+        cost[i] = float(np.min(rows[i, : longest + 1] + cost[i + 1 : i + longest + 2]))
     return float(cost[0])
 
 
-def oracle_speedup(prompt: Sequence[int], output: Sequence[int], relative_costs: Sequence[float]) -> float:
-    """(decode-phase tokens) * t[1] / least cost; 1.0 when there is nothing to decode."""
+def oracle_speedup(prompt: Sequence[int], output: Sequence[int], relative_costs: Costs) -> float:
+    """(decode-phase tokens) / least cost, costs relative to one token's (1.0 when there is
+    nothing to decode). `relative_costs`: one curve, or depth -> the curve at that depth."""
     accept = accept_lengths(prompt, output)
     if len(accept) == 0:
         return 1.0
+    if callable(relative_costs):
+        rows = [relative_costs(len(prompt) + i + 1) for i in range(len(accept))]
+        return len(accept) / oracle_cost(accept, [[c / r[0] for c in r] for r in rows])
     return len(accept) * float(relative_costs[0]) / oracle_cost(accept, relative_costs)

@@ -95,7 +95,7 @@ class DraftModel:
         if self.fixed_length is None:
             target_costs = decode_costs(target.backend, progress=self.progress)
             draft_token_s = measure_decode_costs(self.model.backend, max_batch=1, repeats=5,
-                                                 progress=False).token_s
+                                                 progress=False, deep=False).token_s
             self.set_cost(target_costs.curve(), draft_token_s / target_costs.token_s)
 
     def set_cost(self, curve: "_core.CostCurve", draft_cost: float) -> None:

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import _core
-from .costs import decode_costs
+from .costs import DecodeCosts, decode_costs
 from .rewrites import AWAY, FRESH, IN_LINE, CopyFollower
 from .shadow import ShadowScorer
 from .types import Draft, SamplingConfig
@@ -39,6 +39,8 @@ STATS_DECAY = 0.98
 STATS_PRIOR_WEIGHT = 4.0
 # Context agreement is counted this far back: beyond it a copy is a copy.
 CONTEXT_CAP = 64
+# Drafts are planned on the cost curve of the context depth, in steps of this many tokens.
+DEPTH_STEP = 128
 
 
 def agreement_bucket(k: int) -> int:
@@ -138,19 +140,32 @@ class PromptLookup:
         self.fixed_length = length
         self.rewrites = rewrites
         self.progress = progress
-        self._curve: "_core.CostCurve | None" = None
+        self._curve: "_core.CostCurve | None" = None  # a fixed curve (set_cost)
+        self._costs: DecodeCosts | None = None  # the measured costs, by context depth
+        self._curves: dict[int, "_core.CostCurve"] = {}
         self._n_seq_max = max_candidates
         self.last_plan: "_core.TreePlan | None" = None
         self._stats = _Hazard()
 
     def bind(self, target: "Model") -> None:  # noqa: F821
         self._n_seq_max = target.backend.n_seq_max
-        if self.fixed_length is None and self._curve is None:
-            self._curve = decode_costs(target.backend, progress=self.progress).curve()
+        if self.fixed_length is None and self._curve is None and self._costs is None:
+            self._costs = decode_costs(target.backend, progress=self.progress)
 
     def set_cost(self, curve: "_core.CostCurve") -> None:
-        """Use a given cost curve (to study other devices)."""
-        self._curve = curve
+        """Use a given cost curve at every depth (to study other devices)."""
+        self._curve, self._costs = curve, None
+
+    def _curve_at(self, depth: int) -> "_core.CostCurve":
+        """The cost curve behind `depth` cached tokens, per DEPTH_STEP."""
+        if self._curve is not None:
+            return self._curve
+        if self._costs is None:
+            raise RuntimeError("PromptLookup has no cost curve: use it through a Generator or call set_cost")
+        step = depth // DEPTH_STEP
+        if step not in self._curves:
+            self._curves[step] = _core.CostCurve(self._costs.relative_at(step * DEPTH_STEP + DEPTH_STEP // 2))
+        return self._curves[step]
 
     def begin(self, prompt: list[int], sampling: SamplingConfig) -> None:
         self._index = _core.NgramIndex(self.n_min, self.n_max)
@@ -235,7 +250,11 @@ class PromptLookup:
             self._shadows.add(len(tokens), c.chain, _BucketObserver(self._stats, c.buckets))
         if self.fixed_length is not None:
             return Draft.chain(np.asarray(cands[-1].chain[:depth], dtype=np.int32))
-        plans = [_core.tree_plan(self._curve, c.path_probs, c.parents, budget) for c in cands]
+        curve = self._curve_at(len(tokens))
+        # Never a batch larger than measured: beyond the curve costs are guesses, and on a
+        # CPU one more token can cross a kernel tile (65 tokens cost 1.15x a measured 64).
+        nodes = min(budget, curve.measured - 1)
+        plans = [_core.tree_plan(curve, c.path_probs, c.parents, nodes) for c in cands]
         best = max(range(len(cands)), key=lambda k: plans[k].expected_speedup)
         cand, plan = cands[best], plans[best]
         self.last_plan = plan

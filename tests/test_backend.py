@@ -132,7 +132,7 @@ def test_closed_model_refuses_work(gemma_path: Path) -> None:
 
 
 def test_decode_costs_are_measured_at_depth_and_leave_the_cache_as_it_was(gemma: pyaccel.Model) -> None:
-    from pyaccel.costs import cost_key, measure_decode_costs, measure_depth
+    from pyaccel.costs import cost_key, measure_decode_costs, measure_depth, sweep_depths
 
     gemma.cache.truncate(0)
     gemma.cache.prefill(gemma.tokenize("The cache holds this prompt."))
@@ -140,6 +140,10 @@ def test_decode_costs_are_measured_at_depth_and_leave_the_cache_as_it_was(gemma:
     costs = measure_decode_costs(gemma.backend, max_batch=4, repeats=1, progress=False)
     assert len(costs.seconds) == 4 and all(s > 0 for s in costs.seconds)
     assert gemma.backend.kv_pos_max(0) == before  # the filler and the batches are gone
-    assert measure_depth(gemma.backend) == min(1024, gemma.n_ctx // 2)
-    assert costs.key == cost_key(gemma.backend, 4) and costs.key.endswith(f"-d{measure_depth(gemma.backend)}")
+    assert measure_depth(gemma.backend) == min(1024, gemma.n_ctx // 2) == costs.depth
+    assert costs.sweep_depths == sweep_depths(gemma.backend, 4)  # the shallow and deep sweeps
+    assert costs.sweep_depths[0] < costs.depth < costs.sweep_depths[1]
+    assert costs.sweep_sizes == [1, 2, 3, 4] and all(s > 0 for row in costs.sweep_seconds for s in row)
+    assert costs.key == cost_key(gemma.backend, 4)
+    assert costs.key.endswith(f"-d{measure_depth(gemma.backend)}-{costs.sweep_depths[0]}-{costs.sweep_depths[1]}")
     gemma.cache.truncate(0)

@@ -73,6 +73,39 @@ def test_oracle_cost_matches_brute_force() -> None:
         assert oracle_cost(accept, t) == pytest.approx(brute_cost(accept, t))
 
 
+def test_costs_at_a_depth_interpolate_the_sweeps() -> None:
+    from pyaccel.costs import DecodeCosts
+
+    base = [1.0 + 0.5 * b for b in range(8)]  # b = 1..8 behind 1000 tokens
+    shallow, deep = [0.8, 1.5, 3.0], [1.5, 4.5, 9.5]  # sizes 1, 4, 8 behind 100 and 2000
+    costs = DecodeCosts(base, depth=1000, sweep_depths=[100, 2000], sweep_sizes=[1, 4, 8],
+                        sweep_seconds=[shallow, deep])
+    assert costs.seconds_at(1000) == pytest.approx(base)
+    at_deep, at_shallow = costs.seconds_at(2000), costs.seconds_at(100)
+    assert [at_deep[0], at_deep[3], at_deep[7]] == pytest.approx(deep)
+    assert [at_shallow[0], at_shallow[3], at_shallow[7]] == pytest.approx(shallow)
+    assert at_deep[1] == pytest.approx(base[1] + 0.5 + (2 - 1) / 3 * (2.0 - 0.5))  # interpolated in b
+    assert costs.seconds_at(1500) == pytest.approx([(a + b) / 2 for a, b in zip(base, at_deep)])
+    assert costs.seconds_at(550) == pytest.approx([(a + b) / 2 for a, b in zip(base, at_shallow)])
+    assert costs.seconds_at(10**6) == pytest.approx(at_deep) and costs.seconds_at(0) == pytest.approx(at_shallow)
+    assert costs.relative_at(2000)[0] == 1.0 and costs.relative_at(2000)[7] == pytest.approx(9.5 / 1.5)
+    assert DecodeCosts(base).seconds_at(5000) == base  # no sweeps: one curve
+
+
+def test_oracle_prices_each_root_at_its_depth() -> None:
+    prompt = list(range(20))
+    flat, steep = [1.0] * 64, [float(b) for b in range(1, 65)]
+    assert oracle_speedup(prompt, prompt, lambda depth: flat) == pytest.approx(19.0)
+    assert oracle_speedup(prompt, prompt, lambda depth: steep) == pytest.approx(1.0)
+    # Verification is free only beyond depth 30: roots 0-9 decode plainly, root 10 drafts the rest.
+    half = oracle_speedup(prompt, prompt, lambda depth: flat if depth > 30 else steep)
+    assert half == pytest.approx(19 / 11)
+    assert oracle_cost([0, 2, 1, 0], [flat, flat, steep, steep]) == pytest.approx(2.0)
+    assert oracle_cost([0, 2, 1, 0], [steep, steep, flat, flat]) == pytest.approx(3.0)
+    with pytest.raises(ValueError, match="one cost curve per root"):
+        oracle_cost([3, 2, 1, 0], [flat])
+
+
 def test_oracle_speedup_on_a_copy() -> None:
     prompt = list(range(20))
     # The output repeats the prompt: after the first token every step can copy the rest.
