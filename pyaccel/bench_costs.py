@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Sequence
 
 from . import _core
-from .costs import MAX_MEASURED_BATCH, decode_costs, measure_decode_costs
+from .costs import MAX_MEASURED_BATCH, DecodeCosts, decode_costs, measure_decode_costs
 
 if TYPE_CHECKING:
     from .api import Model
@@ -29,11 +29,17 @@ def flat_curve(n: int = MAX_MEASURED_BATCH, slope: float = FLAT_SLOPE) -> list[f
     return [1.0 + slope * (b - 1) for b in range(1, n + 1)]
 
 
-def _curve_table(seconds: Sequence[float]) -> str:
-    lines = ["| tokens in one decode | ms | relative |", "|---|---|---|"]
+def curve_table(costs: DecodeCosts) -> str:
+    """Markdown: ms and cost relative to one token, per size, behind each measured depth
+    (sizes between the swept ones are interpolated from the full curve)."""
+    depths = sorted([costs.depth] + list(costs.sweep_depths))
+    rows = {d: costs.seconds_at(d) for d in depths}
+    head = ["tokens in one decode"] + [f"{what} behind {d}" for d in depths for what in ("ms", "relative")]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for b in SHOWN_SIZES:
-        if b <= len(seconds):
-            lines.append(f"| {b} | {seconds[b - 1] * 1e3:.1f} | {seconds[b - 1] / seconds[0]:.2f} |")
+        if b <= len(costs.seconds):
+            cells = [f"{rows[d][b - 1] * 1e3:.1f} | {rows[d][b - 1] / rows[d][0]:.2f}" for d in depths]
+            lines.append(f"| {b} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
@@ -82,7 +88,7 @@ def costs_report(model: "Model", draft: str | None = None) -> str:
     measured_draft = _draft_cost(model, draft)
     if measured_draft is not None:
         draft_costs.append(measured_draft)
-    parts = [f"Decode cost of {model.name} ({model.backend.n_threads} threads):", "", _curve_table(costs.seconds), "",
+    parts = [f"Decode cost of {model.name} ({model.backend.n_threads} threads):", "", curve_table(costs), "",
              f"Draft length chosen by the cost model (at most {PLAN_MAX_DRAFT}; alpha = per-token acceptance; "
              f"flat: t[b] = 1 + {FLAT_SLOPE} (b - 1), GPU-like):", "", plan_table(costs.relative(), draft_costs)]
     if measured_draft is None:

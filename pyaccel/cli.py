@@ -111,13 +111,12 @@ def _cmd_models(args: argparse.Namespace) -> int:
 
 def _show_costs(args: argparse.Namespace) -> int:
     from .api import Model
+    from .bench_costs import curve_table
     from .costs import decode_costs
 
-    with Model(args.name, n_ctx=512, n_threads=args.threads) as model:
+    with Model(args.name, n_threads=args.threads) as model:  # the default context, as methods use it
         costs = decode_costs(model.backend, remeasure=args.remeasure)
-    print("tokens  ms       relative")
-    for b, (sec, rel) in enumerate(zip(costs.seconds, costs.relative()), start=1):
-        print(f"{b:6d}  {sec * 1000:7.1f}  {rel:6.2f}")
+    print(curve_table(costs))
     return 0
 
 

@@ -90,6 +90,12 @@ def test_costs_at_a_depth_interpolate_the_sweeps() -> None:
     assert costs.seconds_at(10**6) == pytest.approx(at_deep) and costs.seconds_at(0) == pytest.approx(at_shallow)
     assert costs.relative_at(2000)[0] == 1.0 and costs.relative_at(2000)[7] == pytest.approx(9.5 / 1.5)
     assert DecodeCosts(base).seconds_at(5000) == base  # no sweeps: one curve
+    from pyaccel.bench_costs import curve_table
+
+    table = curve_table(costs).splitlines()
+    assert table[0] == ("| tokens in one decode | ms behind 100 | relative behind 100 | ms behind 1000 | "
+                        "relative behind 1000 | ms behind 2000 | relative behind 2000 |")
+    assert table[2] == "| 1 | 800.0 | 1.00 | 1000.0 | 1.00 | 1500.0 | 1.00 |"
 
 
 def test_oracle_prices_each_root_at_its_depth() -> None:

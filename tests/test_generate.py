@@ -158,3 +158,13 @@ def test_cli_models_list_and_errors(gemma_path: Path) -> None:
     bad = subprocess.run([sys.executable, "-m", "pyaccel", "generate", "-m", "nope", "hi"], capture_output=True,
                          text=True, timeout=60)
     assert bad.returncode == 2 and "unknown model" in bad.stderr
+
+
+def test_cli_models_costs_shows_the_curve_at_each_depth(gemma_path: Path) -> None:
+    out = subprocess.run([sys.executable, "-m", "pyaccel", "models", "costs", str(gemma_path)],
+                         capture_output=True, text=True, check=True, timeout=600)
+    lines = out.stdout.splitlines()
+    assert lines[0] == ("| tokens in one decode | ms behind 128 | relative behind 128 | ms behind 1024 | "
+                        "relative behind 1024 | ms behind 2048 | relative behind 2048 |")
+    assert lines[2].startswith("| 1 | ") and lines[-1].startswith("| 64 | ")
+    assert all(float(cell) > 0 for cell in lines[-1].strip("|").split("|")[1:])
