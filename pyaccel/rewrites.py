@@ -66,7 +66,7 @@ class _Anchor:
 
     @property
     def strong(self) -> bool:
-        return self.copied >= STRONG_RUN
+        return _strong(self.copied)
 
 
 @dataclass
@@ -79,7 +79,21 @@ class _Break:
 
     @property
     def strong(self) -> bool:
-        return self.copied >= STRONG_RUN
+        return _strong(self.copied)
+
+
+def _strong(copied: int) -> bool:
+    return copied >= STRONG_RUN
+
+
+def _ahead(stream: Sequence[int], start: int, end: int, m: int) -> int | None:
+    """The first i in [start, start + MAX_SKIP] where stream[i:i + m] equals the m tokens
+    ending at `end`, the two spans not overlapping; None if there is none."""
+    gram = list(stream[end - m:end])
+    for i in range(start, min(start + MAX_SKIP, end - 2 * m) + 1):
+        if list(stream[i:i + m]) == gram:
+            return i
+    return None
 
 
 class CopyFollower:
@@ -177,11 +191,10 @@ class CopyFollower:
         that equal r source tokens at most MAX_SKIP after the break (the nearest)."""
         n = len(stream)
         for end in range(max(b.scanned, b.out + r), n + 1):
-            gram = list(stream[end - r:end])
-            for i in range(b.source, min(b.source + MAX_SKIP, end - 2 * r) + 1):
-                if list(stream[i:i + r]) == gram:
-                    b.scanned = end
-                    return i + r - 1, end - 1
+            i = _ahead(stream, b.source, end, r)
+            if i is not None:
+                b.scanned = end
+                return i + r - 1, end - 1
         b.scanned = n + 1
         return None
 
@@ -239,12 +252,10 @@ class CopyFollower:
         b = self._broke
         if b is None or not b.strong:
             return None
-        n = len(stream)
         for m in range(self.resync - 1, 0, -1):
-            gram = list(stream[n - m:])
-            for i in range(b.source, min(b.source + MAX_SKIP, n - 2 * m) + 1):
-                if list(stream[i:i + m]) == gram:
-                    return self._continue(stream, i + m, [], m, True, limit)
+            i = _ahead(stream, b.source, len(stream), m)
+            if i is not None:
+                return self._continue(stream, i + m, [], m, True, limit)
         return None
 
     def _continue(self, stream: Sequence[int], i: int, out: list[int], agreement: int, in_line: bool,
