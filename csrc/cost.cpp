@@ -1,25 +1,16 @@
 #include "cost.h"
 
+#include "errors.h"
 #include "tree.h"
 
 #include <algorithm>
 #include <cmath>
 #include <queue>
-#include <sstream>
-#include <stdexcept>
 #include <utility>
 
 namespace pyaccel {
 
 namespace {
-
-// Caller mistakes: std::invalid_argument (ValueError in Python) built from pieces.
-template <class... Parts>
-[[noreturn]] void fail(const Parts &... parts) {
-    std::ostringstream msg;
-    (msg << ... << parts);
-    throw std::invalid_argument(msg.str());
-}
 
 void check_positive(const std::vector<double> & times, const char * what) {
     if (times.empty()) fail(what, " is empty: measure at least the 1-token decode");
@@ -216,7 +207,9 @@ void AcceptanceStats::observe(int32_t n_drafted, int32_t n_accepted) {
              "): need 0 <= n_accepted <= n_drafted");
     }
     // Positions 0..n_accepted were tried (the one after the accepted run is the rejection).
-    const int32_t n_tried = std::min({n_drafted, n_accepted + 1, n_positions()});
+    // In 64 bits: n_accepted + 1 overflows int32 when n_accepted == INT32_MAX.
+    const int32_t n_tried = static_cast<int32_t>(
+        std::min<int64_t>({n_drafted, int64_t{n_accepted} + 1, n_positions()}));
     for (int32_t i = 0; i < n_tried; ++i) observe_position(i, i < n_accepted);
 }
 

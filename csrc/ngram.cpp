@@ -2,10 +2,11 @@
 // ngram.h.
 #include "ngram.h"
 
+#include "errors.h"
+
 #include <algorithm>
 #include <limits>
 #include <queue>
-#include <stdexcept>
 
 namespace pyaccel {
 

@@ -17,8 +17,6 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
-#include <sstream>
-#include <stdexcept>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -220,14 +218,6 @@ namespace ngram_detail {
 
 constexpr uint64_t kHashSeed = 0x9e3779b97f4a7c15ULL;
 uint64_t hash_mix(uint64_t h, int32_t token);
-
-// Caller mistakes: std::invalid_argument (ValueError in Python) built from pieces.
-template <class... Parts>
-[[noreturn]] void fail(const Parts &... parts) {
-    std::ostringstream msg;
-    (msg << ... << parts);
-    throw std::invalid_argument(msg.str());
-}
 
 // Throw unless every token id is >= 0 / unless 1 <= n_min <= n_max <= limit.
 void check_tokens(const int32_t * tokens, size_t n_tokens, const char * what);

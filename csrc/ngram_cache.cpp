@@ -2,12 +2,13 @@
 // and drafting from context + dynamic + static caches. Declared in ngram.h.
 #include "ngram.h"
 
+#include "errors.h"
+
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <iterator>
 #include <limits>
-#include <stdexcept>
 
 namespace pyaccel {
 
@@ -58,7 +59,7 @@ struct FileReader {
     size_t pos = 0;
 
     [[noreturn]] void fail(const std::string & why) const {
-        ngram_detail::fail("n-gram cache file '", path, "' ", why,
+        pyaccel::fail("n-gram cache file '", path, "' ", why,
                       ": rebuild it (NgramCache.update, then save)");
     }
     uint64_t get(int n_bytes) {
@@ -238,7 +239,10 @@ NgramCache NgramCache::load(const std::string & path) {
         const uint32_t n_followers = static_cast<uint32_t>(in.get(4));
         NgramFollowers & followers = cache.map_[key];
         if (n_followers == 0 || !followers.empty()) in.fail("is corrupted (n-gram entry)");
-        followers.reserve(n_followers);
+        // n_followers is read from the file: reserve no more entries than the bytes left
+        // can hold (8 each), or a corrupted count asks for up to 32 GiB before the reads
+        // below find the file truncated.
+        followers.reserve(std::min<size_t>(n_followers, (bytes.size() - in.pos) / 8));
         for (uint32_t f = 0; f < n_followers; ++f) {
             const int32_t token = in.get_i32();
             const uint32_t count = static_cast<uint32_t>(in.get(4));

@@ -1,6 +1,6 @@
 #include "rng.h"
 
-#include <stdexcept>
+#include "errors.h"
 
 namespace pyaccel {
 
@@ -53,7 +53,7 @@ std::array<uint8_t, Rng::state_bytes> Rng::get_state() const {
 
 void Rng::set_state(const uint8_t * bytes, int64_t n_bytes) {
     if (n_bytes != state_bytes) {
-        throw std::invalid_argument("Rng state must be exactly 32 bytes, as returned by get_state()");
+        fail("Rng state must be exactly 32 bytes, as returned by get_state()");
     }
     std::array<uint64_t, 4> s{};
     for (int w = 0; w < 4; ++w) {
@@ -62,7 +62,7 @@ void Rng::set_state(const uint8_t * bytes, int64_t n_bytes) {
         }
     }
     if ((s[0] | s[1] | s[2] | s[3]) == 0) {
-        throw std::invalid_argument("Rng state must not be all zero bytes; use a state returned by get_state()");
+        fail("Rng state must not be all zero bytes; use a state returned by get_state()");
     }
     s_ = s;
 }

@@ -1,5 +1,6 @@
 #include "sampling.h"
 
+#include "errors.h"
 #include "kernels.h"
 #include "sampling_filters.h"
 
@@ -71,7 +72,7 @@ PYACCEL_ROW_PASS void scale_inplace(float * x, int32_t n, float factor) {
 
 void check_vocab(int32_t n_vocab) {
     if (n_vocab <= 0) {
-        throw std::invalid_argument("logits must not be empty: pass one float per vocabulary token");
+        fail("logits must not be empty: pass one float per vocabulary token");
     }
 }
 
@@ -79,7 +80,7 @@ LogitsScan scan_checked(const float * logits, int32_t n_vocab) {
     check_vocab(n_vocab);
     const LogitsScan scan = logits_scan(logits, n_vocab);
     if (!scan.finite) {
-        throw std::invalid_argument("logits contain NaN or inf: pass the finite logits the model produced");
+        fail("logits contain NaN or inf: pass the finite logits the model produced");
     }
     return scan;
 }
@@ -88,17 +89,16 @@ LogitsScan scan_checked(const float * logits, int32_t n_vocab) {
 
 void sampling_params_validate(const SamplingParams & p) {
     if (!(p.temperature >= 0.0f) || !std::isfinite(p.temperature)) {
-        throw std::invalid_argument("temperature must be a finite number >= 0 (0 = greedy), got " +
-                                    kernels::float_str(p.temperature));
+        fail("temperature must be a finite number >= 0 (0 = greedy), got " + kernels::float_str(p.temperature));
     }
     if (p.top_k < 0) {
-        throw std::invalid_argument("top_k must be >= 0 (0 = off), got " + std::to_string(p.top_k));
+        fail("top_k must be >= 0 (0 = off), got " + std::to_string(p.top_k));
     }
     if (!(p.top_p > 0.0f && p.top_p <= 1.0f)) {
-        throw std::invalid_argument("top_p must be in (0, 1] (1 = off), got " + kernels::float_str(p.top_p));
+        fail("top_p must be in (0, 1] (1 = off), got " + kernels::float_str(p.top_p));
     }
     if (!(p.min_p >= 0.0f && p.min_p <= 1.0f)) {
-        throw std::invalid_argument("min_p must be in [0, 1] (0 = off), got " + kernels::float_str(p.min_p));
+        fail("min_p must be in [0, 1] (0 = off), got " + kernels::float_str(p.min_p));
     }
 }
 
@@ -234,13 +234,12 @@ PYACCEL_ROW_PASS ProbsCheck probs_check(const float * p, int32_t n) {
 
 int32_t probs_sample(const float * p, int32_t n, Rng & rng) {
     if (n <= 0) {
-        throw std::invalid_argument("p must not be empty: pass one probability per vocabulary token");
+        fail("p must not be empty: pass one probability per vocabulary token");
     }
     const ProbsCheck c = probs_check(p, n);
     if (!c.entries_ok || std::fabs(c.sum - 1.0) > kProbsSumTolerance) {
-        throw std::invalid_argument(
-            "p must be a probability distribution (finite, >= 0, sums to 1); got sum " + kernels::float_str(c.sum) +
-            ": normalise it, or pass logits to sample() instead");
+        fail("p must be a probability distribution (finite, >= 0, sums to 1); got sum " + kernels::float_str(c.sum) +
+             ": normalise it, or pass logits to sample() instead");
     }
     return weights_sample(p, n, c.sum, rng.uniform());
 }

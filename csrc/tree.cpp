@@ -1,20 +1,21 @@
 #include "tree.h"
 
-#include <stdexcept>
+#include "errors.h"
+
 #include <string>
 
 namespace pyaccel {
 
 void tree_validate(const int32_t * parents, int32_t n) {
     if (n < 0) {
-        throw std::invalid_argument("number of tree nodes must be >= 0");
+        fail("number of tree nodes must be >= 0");
     }
     for (int32_t i = 0; i < n; ++i) {
         const int32_t p = parents[i];
         if (p < -1 || p >= i) {
-            throw std::invalid_argument("parents[" + std::to_string(i) + "] = " + std::to_string(p) +
-                                        ": parent index must point to an earlier node (0 <= parent < " +
-                                        std::to_string(i) + "), or be -1 for a child of the root");
+            fail("parents[" + std::to_string(i) + "] = " + std::to_string(p) +
+                 ": parent index must point to an earlier node (0 <= parent < " +
+                 std::to_string(i) + "), or be -1 for a child of the root");
         }
     }
 }

@@ -1,11 +1,11 @@
 #include "verify.h"
 
+#include "errors.h"
 #include "kernels.h"
 #include "tree.h"
 
 #include <algorithm>
 #include <cmath>
-#include <stdexcept>
 #include <string>
 #include <utility>
 
@@ -58,8 +58,8 @@ std::string row_name(int32_t node) {
 LogitsScan scan_target_row(const Verifier & v, int32_t node) {
     const LogitsScan s = logits_scan(v.logits.row(node + 1), v.n_vocab());
     if (!s.finite) {
-        throw std::invalid_argument("target_logits " + row_name(node) +
-                                    " contains NaN or inf: pass the finite logits the model produced");
+        fail("target_logits " + row_name(node) +
+             " contains NaN or inf: pass the finite logits the model produced");
     }
     return s;
 }
@@ -74,9 +74,9 @@ void load_draft(Verifier & v, int32_t node) {
     const float * row = v.q_rows->row(node + 1);
     const ProbsCheck c = probs_check(row, v.n_vocab());
     if (!c.entries_ok || std::fabs(c.sum - 1.0) > kProbsSumTolerance) {
-        throw std::invalid_argument("draft_probs " + row_name(node) +
-                                    " is not a probability distribution (finite, >= 0, sums to 1; sum = " +
-                                    kernels::float_str(c.sum) + "): compute it with probs() from the draft logits");
+        fail("draft_probs " + row_name(node) +
+             " is not a probability distribution (finite, >= 0, sums to 1; sum = " +
+             kernels::float_str(c.sum) + "): compute it with probs() from the draft logits");
     }
     v.q.row = row;
     v.q.sum = c.sum;
@@ -242,22 +242,21 @@ void validate_shapes(const RowsView & logits, const DraftTreeView & tree, const 
     const int32_t n = tree.n_nodes;
     tree_validate(tree.parents, n);
     if (logits.n_cols <= 0) {
-        throw std::invalid_argument("target_logits must have n_vocab > 0 columns");
+        fail("target_logits must have n_vocab > 0 columns");
     }
     if (logits.n_rows != n + 1) {
-        throw std::invalid_argument("target_logits must have n + 1 = " + std::to_string(n + 1) +
-                                    " rows (root, then one per node), got " + std::to_string(logits.n_rows));
+        fail("target_logits must have n + 1 = " + std::to_string(n + 1) +
+             " rows (root, then one per node), got " + std::to_string(logits.n_rows));
     }
     if (q_rows && (q_rows->n_rows != n + 1 || q_rows->n_cols != logits.n_cols)) {
-        throw std::invalid_argument("draft_probs must have the shape of target_logits (" + std::to_string(n + 1) +
-                                    ", " + std::to_string(logits.n_cols) + "), got (" +
-                                    std::to_string(q_rows->n_rows) + ", " + std::to_string(q_rows->n_cols) + ")");
+        fail("draft_probs must have the shape of target_logits (" + std::to_string(n + 1) +
+             ", " + std::to_string(logits.n_cols) + "), got (" +
+             std::to_string(q_rows->n_rows) + ", " + std::to_string(q_rows->n_cols) + ")");
     }
     for (int32_t i = 0; i < n; ++i) {
         if (tree.tokens[i] < 0 || tree.tokens[i] >= logits.n_cols) {
-            throw std::invalid_argument("tokens[" + std::to_string(i) + "] = " + std::to_string(tree.tokens[i]) +
-                                        " is not a token id in [0, n_vocab = " + std::to_string(logits.n_cols) +
-                                        ")");
+            fail("tokens[" + std::to_string(i) + "] = " + std::to_string(tree.tokens[i]) +
+                 " is not a token id in [0, n_vocab = " + std::to_string(logits.n_cols) + ")");
         }
     }
 }
@@ -266,10 +265,10 @@ void validate_shapes(const RowsView & logits, const DraftTreeView & tree, const 
 
 void typical_params_validate(const TypicalParams & p) {
     if (!(p.epsilon >= 0.0f && p.epsilon <= 1.0f)) {
-        throw std::invalid_argument("epsilon must be in [0, 1], got " + kernels::float_str(p.epsilon));
+        fail("epsilon must be in [0, 1], got " + kernels::float_str(p.epsilon));
     }
     if (!(p.delta >= 0.0f) || !std::isfinite(p.delta)) {
-        throw std::invalid_argument("delta must be a finite number >= 0, got " + kernels::float_str(p.delta));
+        fail("delta must be a finite number >= 0, got " + kernels::float_str(p.delta));
     }
 }
 

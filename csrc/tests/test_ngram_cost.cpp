@@ -1,17 +1,17 @@
 // Standalone checks of ngram.{h,cpp}, ngram_cache.cpp and cost.{h,cpp} against brute-force
-// references. Meant to run under sanitizers:
-//   g++ -std=c++17 -g -O1 -fsanitize=address,undefined -fno-sanitize-recover=all -Icsrc
-//       csrc/tests/test_ngram_cost.cpp csrc/ngram.cpp csrc/ngram_cache.cpp csrc/cost.cpp
-//       csrc/tree.cpp -o /tmp/t && /tmp/t
+// references. Built and run under sanitizers by run_sanitizers.sh.
+// Usage: test_ngram_cost [scratch_dir]   (cache files are written there; default /tmp)
 
 #include "cost.h"
 #include "ngram.h"
 
 #include <algorithm>
+#include <climits>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <functional>
+#include <iterator>
 #include <map>
 #include <random>
 #include <stdexcept>
@@ -151,6 +151,32 @@ static void test_index_handmade() {
 
 using RefCache = std::map<std::vector<int32_t>, std::map<int32_t, uint32_t>>;
 
+static std::string g_scratch_dir = "/tmp";
+
+static std::string read_bytes(const std::string & path) {
+    std::ifstream in(path, std::ios::binary);
+    return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+static void write_bytes(const std::string & path, const std::string & data) {
+    std::ofstream(path, std::ios::binary | std::ios::trunc).write(data.data(), data.size());
+}
+
+static void put_le(std::string & bytes, size_t at, uint64_t value, int n_bytes) {
+    for (int i = 0; i < n_bytes; ++i) bytes[at + i] = static_cast<char>((value >> (8 * i)) & 0xff);
+}
+
+// The file's checksum field: FNV-1a-64 over the 40 header bytes before it, then the
+// payload after the 48-byte header (the layout ngram_cache.cpp documents).
+static void reseal(std::string & bytes) {
+    uint64_t h = 0xcbf29ce484222325ULL;
+    for (size_t i = 0; i < bytes.size(); ++i) {
+        if (i >= 40 && i < 48) continue;
+        h = (h ^ static_cast<unsigned char>(bytes[i])) * 0x100000001b3ULL;
+    }
+    put_le(bytes, 40, h, 8);
+}
+
 static void check_cache(const NgramCache & c, const RefCache & ref) {
     CHECK(c.size() == ref.size());
     for (const auto & [ngram, followers] : ref) {
@@ -189,14 +215,11 @@ static void test_cache() {
     }
     check_cache(inc, ref);
 
-    const std::string path = "/tmp/pyaccel_test_ngram_cost.bin";
+    const std::string path = g_scratch_dir + "/pyaccel_test_ngram_cost.bin";
     inc.save(path);
     check_cache(NgramCache::load(path), ref);
-    std::ifstream in(path, std::ios::binary);
-    const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    auto write = [&](const std::string & data) {
-        std::ofstream(path, std::ios::binary | std::ios::trunc).write(data.data(), data.size());
-    };
+    const std::string bytes = read_bytes(path);
+    auto write = [&](const std::string & data) { write_bytes(path, data); };
     for (size_t cut : {size_t{0}, size_t{5}, size_t{47}, bytes.size() / 2, bytes.size() - 1}) {
         write(bytes.substr(0, cut));
         CHECK(throws_invalid([&] { NgramCache::load(path); }));
@@ -211,6 +234,30 @@ static void test_cache() {
     CHECK(throws_invalid([&] { NgramCache::load(path); }));
     NgramCache other(2, 2);
     CHECK(throws_invalid([&] { inc.merge(other); }));
+}
+
+// A file whose checksum matches but whose follower count is absurd (0xffffffff for a
+// 20-byte payload) is rejected as truncated, without first allocating for that count
+// (which used to ask for 32 GiB: std::bad_alloc, or an ASan abort).
+static void test_cache_huge_count() {
+    const std::string path = g_scratch_dir + "/pyaccel_test_ngram_count.bin";
+    NgramCache one(1, 1);
+    const std::vector<int32_t> s = {0, 1};
+    one.update(s.data(), s.size(), 0);
+    one.save(path);
+    std::string bytes = read_bytes(path);
+    CHECK(bytes.size() == 48 + 20);  // u32 n | i32 token | u32 n_followers | i32 token | u32 count
+    put_le(bytes, 48 + 8, 0xffffffffULL, 4);
+    reseal(bytes);
+    write_bytes(path, bytes);
+    std::string message;
+    try {
+        NgramCache::load(path);
+    } catch (const std::invalid_argument & e) {
+        message = e.what();
+    }
+    CHECK(message.find("is truncated") != std::string::npos);
+    std::remove(path.c_str());
 }
 
 static void test_cache_draft() {
@@ -304,13 +351,19 @@ static void test_acceptance_stats() {
     CHECK(std::fabs(a[1] - (1.0 + 1.0) / (1.5 + 2.0)) < 1e-12);
     CHECK(std::fabs(a[2] - (1.0 + 1.0) / (1.0 + 2.0)) < 1e-12);
     CHECK(throws_invalid([&] { stats.observe(1, 2); }));
+    // The largest legal counts: every tracked position tried and accepted, no overflow.
+    AcceptanceStats fresh(2, 1.0, 0.5, 0.0);
+    fresh.observe(INT32_MAX, INT32_MAX);
+    CHECK((fresh.alpha() == std::vector<double>(2, 1.0)));
     CHECK(throws_invalid([] { AcceptanceStats(2, 0.0); }));
 }
 
-int main() {
+int main(int argc, char ** argv) {
+    if (argc > 1) g_scratch_dir = argv[1];
     test_index_random();
     test_index_handmade();
     test_cache();
+    test_cache_huge_count();
     test_cache_draft();
     test_chain_plan();
     test_tree_plan();
