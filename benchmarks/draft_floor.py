@@ -15,7 +15,7 @@ import statistics
 import sys
 
 from pyaccel import DraftModel, Generator, Model
-from pyaccel.bench_runners import PyaccelRunner
+from pyaccel.bench.runners import PyaccelRunner
 
 PROMPTS = ("Write a Python function that merges two sorted lists.",
            "Describe a sunrise over the sea in a short poem.",
@@ -29,10 +29,10 @@ def main() -> int:
     ap.add_argument("--max-tokens", type=int, default=96)
     args = ap.parse_args()
     model = Model(args.model, n_ctx=2048)
-    method = DraftModel(progress=False)
+    method = DraftModel()
     runners = [PyaccelRunner("plain", model, Generator(model)), PyaccelRunner("draft", model, Generator(model, method)),
                PyaccelRunner("plain2", model, Generator(model))]
-    print(f"draft can pay on this machine: {method.can_pay}", file=sys.stderr)
+    print(f"draft method: {dict(method.counters)}", file=sys.stderr)
     prompts = [model.chat_prompt([{"role": "user", "content": t}]) for t in PROMPTS]
     for r in runners:
         r.run(prompts[0][:8], 4)

@@ -16,7 +16,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 from lossless import NEAR_TIE, first_difference, top2_gap  # noqa: E402
 
 from pyaccel import Model  # noqa: E402
-from pyaccel.bench_suites import load_suite  # noqa: E402
+from pyaccel.bench.suites import load_suite  # noqa: E402
 
 
 def main() -> int:

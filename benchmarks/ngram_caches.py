@@ -17,7 +17,7 @@ import statistics
 from typing import Callable
 
 import pyaccel
-from pyaccel.lookup import PromptLookup
+from pyaccel.methods.lookup import PromptLookup
 
 PROMPTS = [
     "Write a Python class `Stack` with push, pop, peek, is_empty and __len__ methods, "

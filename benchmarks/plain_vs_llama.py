@@ -15,8 +15,8 @@ import sys
 from typing import Any
 
 from pyaccel import Generator, Model
-from pyaccel.bench_runners import LlamaRunner, PyaccelRunner, Run
-from pyaccel.bench_suites import load_suite
+from pyaccel.bench.runners import LlamaRunner, PyaccelRunner, Run
+from pyaccel.bench.suites import load_suite
 from pyaccel.methods import make_method
 
 VARIANTS: dict[str, dict[str, Any]] = {
@@ -46,7 +46,7 @@ def main() -> int:
     for name in names:
         model = Model(args.model, n_ctx=args.n_ctx, **VARIANTS[name])
         first = first or model
-        runners.append(PyaccelRunner(name, model, Generator(model, make_method("plain", model))))
+        runners.append(PyaccelRunner(name, model, Generator(model, make_method("plain"))))
     llm = llama_cpp.Llama(str(first.path), n_ctx=args.n_ctx, n_threads=first.backend.n_threads,
                           n_threads_batch=first.backend.n_threads, verbose=False)
     runners.append(LlamaRunner("llama-plain", llm, first))

@@ -6,9 +6,7 @@ with output that stays the model's own.
 
 from __future__ import annotations
 
-from .api import Generator, Model
-from .decode import NoDraft
-from .draft import DraftModel
+from .cost_model import CostModel
 from .errors import (
     ContextOverflowError,
     IncompatibleModelsError,
@@ -17,19 +15,26 @@ from .errors import (
     PullError,
     PyaccelError,
 )
-from .ngram import NgramCacheDrafter
-from .lookup import PromptLookup
+from .generator import Generator
+from .methods.base import NoDraft, Proposer
+from .methods.draft import DraftModel
+from .methods.lookup import LookupTuning, PromptLookup
+from .methods.ngram import NgramCacheDrafter
+from .model import Model
 from .registry import cache_dir, load_registry, pull, resolve_model
-from .types import Draft, Proposer, Result, SamplingConfig, Stats
+from .types import AuxTokens, Draft, Result, SamplingConfig, Stats, StepOutcome
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "AuxTokens",
     "ContextOverflowError",
-    "DraftModel",
+    "CostModel",
     "Draft",
+    "DraftModel",
     "Generator",
     "IncompatibleModelsError",
+    "LookupTuning",
     "Model",
     "ModelLoadError",
     "ModelNotFoundError",
@@ -42,6 +47,7 @@ __all__ = [
     "Result",
     "SamplingConfig",
     "Stats",
+    "StepOutcome",
     "cache_dir",
     "load_registry",
     "pull",

@@ -186,8 +186,9 @@ class LlamaBackend:
         """Evaluate one batch of at most `max_batch` tokens.
 
         seq_ids: per token, the sequence ids it belongs to (default: all in sequence 0).
-        logits: per token, 1 where its logits are wanted (default: the last token only).
-        After the call, `logits_rows()` holds the wanted rows in batch order.
+        logits: per token, 1 where its logits are wanted (default: the last token only;
+          with embeddings=True every token). After the call, `logits_rows()` holds the
+          wanted rows in batch order, and `embeddings_rows()` their hidden states.
         """
         self._require_open()
         b = self._batch
@@ -204,7 +205,11 @@ class LlamaBackend:
             for i, ids in enumerate(seq_ids):
                 b.n_seq[i] = len(ids)
                 b.seq[i, : len(ids)] = ids
-        if logits is None:
+        if self.config.embeddings:
+            # llama.cpp outputs every token of a batch when embeddings are on (it overrides
+            # the flags): say so, or the rows read back would be misnumbered.
+            b.logits[:n] = 1
+        elif logits is None:
             b.logits[:n] = 0
             b.logits[n - 1] = 1
         else:
@@ -219,7 +224,7 @@ class LlamaBackend:
         if rc != 0:
             raise RuntimeError(f"llama_decode failed with code {rc}")
 
-    def prefill(self, tokens: Sequence[int], start_pos: int, seq_id: int = 0, want_all: bool = False) -> None:
+    def prefill(self, tokens: Sequence[int], start_pos: int) -> None:
         """Evaluate a long run of tokens in chunks of `max_batch`; the last token's logits are kept."""
         tok = np.asarray(tokens, dtype=np.int32)
         if start_pos + len(tok) > self.n_ctx:
@@ -231,9 +236,7 @@ class LlamaBackend:
         for lo in range(0, len(tok), step):
             chunk = tok[lo : lo + step]
             pos = np.arange(start_pos + lo, start_pos + lo + len(chunk), dtype=np.int32)
-            seqs = None if seq_id == 0 else [[seq_id]] * len(chunk)
-            flags = np.ones(len(chunk), dtype=np.int8) if want_all else None
-            self.decode(chunk, pos, seqs, flags)
+            self.decode(chunk, pos)
 
     def logits_rows(self) -> npt.NDArray[np.float32]:
         """Zero-copy [n_outputs, n_vocab] view of the last decode's logits; valid until the next decode."""
@@ -365,14 +368,17 @@ class VocabDifference:
     reason: str = ""
 
 
-# llama.cpp's speculative example tolerates this much difference in vocabulary size.
+# Models of one family may pad their vocabularies differently (extra unused ids at the
+# end): this much difference in size is tolerated, as llama.cpp's own draft pairing does.
 VOCAB_SIZE_SLACK = 128
-# ... and compares token texts from this id on (the low ids hold the special tokens).
+# Token texts are compared from this id on: the low ids hold special tokens that families
+# name differently without changing what the ordinary tokens mean.
 VOCAB_CHECK_START = 5
 
 
 def compare_vocabularies(target: LlamaBackend, draft: LlamaBackend) -> VocabDifference:
-    """Can `draft` propose tokens for `target`? (same checks as llama.cpp's speculative decoding)"""
+    """Can `draft` propose tokens for `target`? Same BOS / EOS handling, vocabulary sizes
+    within VOCAB_SIZE_SLACK, and the same text for every shared ordinary token."""
     if target.add_bos != draft.add_bos or (target.add_bos and target.bos != draft.bos):
         return VocabDifference(False, f"different BOS handling (target bos={target.bos}, draft bos={draft.bos})")
     if target.eos != draft.eos:

@@ -1,48 +1,41 @@
 """The one decode loop every method shares: propose -> evaluate -> verify -> commit.
 
-One step, with the pending root r (sampled last step, not yet in the target's cache) and
-a draft tree of n nodes under it, is a single llama_decode:
+One step, with the pending root r (sampled last step, not yet in the target's cache), a
+draft tree of n nodes under it with P root-to-leaf paths, and m auxiliary tokens in S
+auxiliary sequences, is a single llama_decode:
 
-    batch   [ r | d0 d1 ... d(n-1) ]          positions n_past + depth (r has depth 0)
-    seqs    r: every path; node i: the paths through it (one sequence per leaf)
-    logits  all n + 1 rows -> verify_tree -> kept nodes a, next token x
+    batch   [ r | d0 d1 ... d(n-1) | a0 a1 ... a(m-1) ]
+    pos     p + 0 | p + depth(d_i)  | p + offset(a_j)          p = n_past, r has depth 0
+    seqs    r: 0..P-1 and P..P+S-1 (everything sees the root)
+            d_i: the paths through node i (path k = sequence k)
+            a_j: P + each auxiliary sequence of a_j
+    logits  all 1 + n + m rows: rows 0..n -> verify_tree -> kept nodes, next token x;
+            every row (and hidden state) -> Proposer.observe
 
-Commit keeps the winning path's accepted cells in sequence 0, drops everything else, emits
-the accepted tokens and x, and x becomes the next root.
+Before the decode, sequence 0 (the committed context) is copied to sequences 1..P+S-1
+(in a unified KV cache a copy only tags cells). Commit keeps the winning path's cells
+below p + 1 + accepted in sequence 0 and drops everything else, auxiliary cells
+included; the accepted tokens and x are emitted, and x becomes the next root.
 """
 
 from __future__ import annotations
 
 import os
 import time
-from dataclasses import dataclass
-from typing import Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Iterator, Sequence
 
 import numpy as np
 
 from . import _core
 from .backend import Detokenizer, LlamaBackend
 from .errors import ContextOverflowError
+from .kvcache import TargetCache
 from .stops import StopMatcher
-from .types import Draft, Proposer, Result, SamplingConfig, Stats
+from .types import Draft, Result, SamplingConfig, Stats, StepOutcome
 
-
-class NoDraft:
-    """Plain decoding: proposes nothing, so every step is one token."""
-
-    name = "plain"
-
-    def begin(self, prompt: list[int], sampling: SamplingConfig) -> None:
-        pass
-
-    def propose(self, tokens: list[int], budget: int) -> Draft:
-        return Draft.empty()
-
-    def observe(self, draft: Draft, accepted: list[int], next_token: int) -> None:
-        pass
-
-    def end(self) -> None:
-        pass
+if TYPE_CHECKING:
+    from .methods.base import Proposer
 
 
 @dataclass(frozen=True)
@@ -53,40 +46,14 @@ class Request:
     stop: Sequence[str] = ()
 
 
-class TargetCache:
-    """What the target's sequence 0 holds, so a prompt sharing a prefix with the last one
-    (multi-turn chat, repeated system prompts) is not evaluated again."""
-
-    def __init__(self, backend: LlamaBackend) -> None:
-        self.backend = backend
-        self.tokens: list[int] = []
-
-    def prefill(self, prompt: list[int]) -> int:
-        """Bring the cache to `prompt`; return how many prompt tokens were already there.
-        The last prompt token is always evaluated, so its logits are fresh."""
-        common = 0
-        for a, b in zip(self.tokens, prompt):
-            if a != b:
-                break
-            common += 1
-        common = min(common, len(prompt) - 1)
-        self.backend.kv_remove(-1, common, -1)
-        self.tokens = prompt[:common]
-        self.backend.prefill(prompt[common:], start_pos=common)
-        self.tokens = list(prompt)
-        return common
-
-    def truncate(self, n: int) -> None:
-        self.backend.kv_remove(-1, n, -1)
-        del self.tokens[n:]
-
-
-def _sampling_params(s: SamplingConfig) -> _core.SamplingParams:
+def sampling_params(s: SamplingConfig) -> _core.SamplingParams:
     return _core.SamplingParams(temperature=s.temperature, top_k=s.top_k, top_p=s.top_p, min_p=s.min_p)
 
 
-def _seed(s: SamplingConfig) -> int:
-    return s.seed if s.seed is not None else int.from_bytes(os.urandom(8), "little") >> 1
+def new_rng(seed: int | None, salt: int = 0) -> _core.Rng:
+    """A seeded generator (a fresh random seed when None); `salt` separates streams."""
+    base = seed if seed is not None else int.from_bytes(os.urandom(8), "little") >> 1
+    return _core.Rng(base ^ salt)
 
 
 class _Emitter:
@@ -130,34 +97,78 @@ class _Emitter:
         return ""
 
 
-def _batch_seqs(layout: "_core.TreeLayout", n_paths: int) -> list[list[int]]:
-    return [list(range(n_paths))] + [list(s) for s in layout.node_seqs]
+# ---- one pass -----------------------------------------------------------------------------
 
 
-def _evaluate(backend: LlamaBackend, root: int, draft: Draft, n_past: int) -> tuple[np.ndarray, int, object]:
-    """One llama_decode of [root] + draft; returns logits rows, the number of paths, the layout."""
-    if len(draft) == 0:
+@dataclass(frozen=True)
+class _Pass:
+    """What one evaluated batch left behind: its rows and how its paths map to sequences."""
+
+    logits: np.ndarray
+    hidden: np.ndarray | None
+    n_paths: int
+    n_seqs: int  # paths + auxiliary sequences
+    depth_counts: list[int]  # draft nodes per depth 1, 2, ...
+
+
+def check_draft(draft: Draft, budget: int, n_vocab: int, name: str) -> None:
+    """A proposer's output is the caller's input: refuse what would corrupt the pass."""
+    if len(draft) > budget:
+        raise ValueError(f"proposer {name!r} drafted {len(draft)} nodes, over its budget {budget}")
+    if draft.parents.shape != draft.tokens.shape:
+        raise ValueError(f"proposer {name!r} gave {len(draft.parents)} parents for {len(draft)} tokens")
+    toks = draft.tokens if draft.aux is None else np.concatenate((draft.tokens, draft.aux.tokens))
+    if toks.size and (int(toks.min()) < 0 or int(toks.max()) >= n_vocab):
+        raise ValueError(f"proposer {name!r} drafted token ids outside the vocabulary 0..{n_vocab - 1}")
+    aux = draft.aux
+    if aux is not None and (len(aux.offsets) != len(aux) or len(aux.seqs) != len(aux)):
+        raise ValueError(f"proposer {name!r}: auxiliary tokens need one offset and one seq list each")
+    if aux is not None and len(aux) and (int(aux.offsets.min()) < 1 or min(min(s, default=0) for s in aux.seqs) < 0
+                                         or not all(aux.seqs)):
+        raise ValueError(f"proposer {name!r}: auxiliary offsets must be >= 1 and every auxiliary token "
+                         "needs at least one sequence id >= 0")
+
+
+def _evaluate(backend: LlamaBackend, root: int, draft: Draft, n_past: int) -> _Pass:
+    """One llama_decode of [root] + draft + auxiliary tokens, laid out as the module docstring draws."""
+    aux = draft.aux if draft.aux is not None and len(draft.aux) else None
+    if len(draft) == 0 and aux is None:
         backend.decode([root], [n_past])
-        return backend.logits_rows(), 1, None
-    layout = _core.tree_layout(draft.parents)
+        return _Pass(backend.logits_rows(), _hidden(backend), 1, 1, [])
+    layout = draft.layout if draft.layout is not None else _core.tree_layout(draft.parents)
     n_paths = layout.n_paths
-    if n_paths > backend.n_seq_max:
+    n_seqs = n_paths + (aux.n_seqs if aux is not None else 0)
+    if n_seqs > backend.n_seq_max:
         raise ValueError(
-            f"the draft tree has {n_paths} leaves but the target context allows {backend.n_seq_max} "
-            "sequences: create the Model with a larger n_seq_max"
+            f"the step needs {n_seqs} sequences ({n_paths} draft paths + {n_seqs - n_paths} auxiliary) but the "
+            f"target context allows {backend.n_seq_max}: create the Model with a larger n_seq_max"
         )
-    for s in range(1, n_paths):
+    for s in range(1, n_seqs):
         backend.kv_copy(0, s)
-    tokens = np.concatenate(([root], draft.tokens)).astype(np.int32)
-    positions = n_past + np.concatenate(([0], np.asarray(layout.depth))).astype(np.int32)
-    seqs = None if n_paths == 1 else _batch_seqs(layout, n_paths)
+    depth = np.asarray(layout.depth, dtype=np.int32) if len(draft) else np.zeros(0, np.int32)
+    parts_tok = [np.asarray([root], np.int32), draft.tokens]
+    parts_pos = [np.zeros(1, np.int32), depth]
+    seqs: list[list[int]] | None = [list(range(n_seqs))] + [list(s) for s in layout.node_seqs]
+    if aux is not None:
+        parts_tok.append(aux.tokens)
+        parts_pos.append(aux.offsets)
+        seqs = seqs + [[n_paths + s for s in ids] for ids in aux.seqs]
+    tokens = np.concatenate(parts_tok).astype(np.int32)
+    positions = n_past + np.concatenate(parts_pos).astype(np.int32)
+    if n_seqs == 1:
+        seqs = None
     backend.decode(tokens, positions, seqs, np.ones(len(tokens), dtype=np.int8))
-    return backend.logits_rows(), n_paths, layout
+    counts = np.bincount(depth, minlength=int(depth.max()) + 1)[1:].tolist() if len(depth) else []
+    return _Pass(backend.logits_rows(), _hidden(backend), n_paths, n_seqs, counts)
 
 
-def _commit_kv(backend: LlamaBackend, n_paths: int, path: int, keep_until: int) -> None:
+def _hidden(backend: LlamaBackend) -> np.ndarray | None:
+    return backend.embeddings_rows() if backend.config.embeddings else None
+
+
+def _commit_kv(backend: LlamaBackend, p: _Pass, path: int, keep_until: int) -> None:
     """Leave exactly the cells below position `keep_until` of the winning path, in sequence 0."""
-    if n_paths == 1:
+    if p.n_seqs == 1:
         backend.kv_remove(0, keep_until, -1)
         return
     backend.kv_keep(path)
@@ -167,17 +178,62 @@ def _commit_kv(backend: LlamaBackend, n_paths: int, path: int, keep_until: int) 
         backend.kv_remove(path)
 
 
-def _depth_counts(layout: object, n: int) -> list[int]:
-    if n == 0:
-        return []
-    depth = np.asarray(layout.depth)  # type: ignore[attr-defined]
-    return np.bincount(depth, minlength=int(depth.max()) + 1)[1:].tolist()
+# ---- the loop -----------------------------------------------------------------------------
 
 
-def run(backend: LlamaBackend, cache: TargetCache, proposer: Proposer, req: Request) -> Iterator[str | Result]:
-    """Generate for `req`, yielding text pieces as they are committed and finally the Result."""
+@dataclass
+class _State:
+    """One generation in progress."""
+
+    req: Request
+    emitter: _Emitter
+    params: _core.SamplingParams
+    rng: _core.Rng
+    history: list[int]  # prompt + every committed token; the last is the pending root
+    stats: Stats = field(default_factory=Stats)
+
+
+def _budget(backend: LlamaBackend, st: _State) -> int | None:
+    """Draft nodes this step may hold; None when the context is full."""
+    n_past = len(st.history) - 1
+    room = backend.n_ctx - n_past - 1
+    if room < 0:
+        return None
+    return max(0, min(room, backend.max_batch - 1, st.req.max_tokens - len(st.emitter.tokens) - 1))
+
+
+def _step(backend: LlamaBackend, cache: TargetCache, proposer: "Proposer", st: _State, budget: int) -> list[int]:
+    """Propose, evaluate, verify and commit once; returns the committed tokens."""
+    n_past = len(st.history) - 1
+    root = st.history[-1]
+    td = time.perf_counter()
+    draft = proposer.propose(st.history, budget) if budget > 0 else Draft.empty()
+    check_draft(draft, budget, backend.n_vocab, proposer.name)
+    te = time.perf_counter()
+    p = _evaluate(backend, root, draft, n_past)
+    tv = time.perf_counter()
+    res = _core.verify_tree(p.logits[: 1 + len(draft)], draft.tokens, draft.parents, st.params, st.rng, draft.q)
+    tc = time.perf_counter()
+    stats = st.stats
+    stats.draft_s += te - td
+    stats.target_s += tv - te
+    stats.verify_s += tc - tv
+    stats.target_forwards += 1
+    accepted = list(res.accepted)
+    outcome = StepOutcome(draft, accepted, int(res.next_token), n_past, p.logits, p.hidden)
+    tokens = outcome.accepted_tokens
+    _commit_kv(backend, p, res.path, n_past + 1 + len(tokens))
+    cache.record([root] + tokens)
+    stats.record_draft(p.depth_counts, len(tokens))
+    proposer.observe(outcome)
+    return tokens + [outcome.next_token]
+
+
+def _validate(backend: LlamaBackend, req: Request) -> None:
     if not req.prompt:
         raise ValueError("the prompt is empty: give at least one token of text")
+    if isinstance(req.max_tokens, bool) or not isinstance(req.max_tokens, (int, np.integer)):
+        raise TypeError(f"max_tokens must be an int, got {type(req.max_tokens).__name__} {req.max_tokens!r}")
     if req.max_tokens < 0:
         raise ValueError(f"max_tokens must be >= 0, got {req.max_tokens}")
     if len(req.prompt) >= backend.n_ctx:
@@ -185,71 +241,57 @@ def run(backend: LlamaBackend, cache: TargetCache, proposer: Proposer, req: Requ
             f"the prompt has {len(req.prompt)} tokens but the context holds {backend.n_ctx}: "
             "use a larger n_ctx or a shorter prompt"
         )
+    bad = [t for t in req.prompt if not 0 <= t < backend.n_vocab]
+    if bad:
+        raise ValueError(f"prompt token {bad[0]} is outside the vocabulary 0..{backend.n_vocab - 1}")
     req.sampling.validate()
-    stats = Stats(prompt_tokens=len(req.prompt))
-    emitter = _Emitter(backend, req)
-    if req.max_tokens == 0:
-        yield Result("", [], "length", stats)
-        return
-    params = _sampling_params(req.sampling)
-    rng = _core.Rng(_seed(req.sampling))
 
+
+def run(backend: LlamaBackend, cache: TargetCache, proposer: "Proposer", req: Request) -> Iterator[str | Result]:
+    """Generate for `req`, yielding text pieces as they are committed and finally the Result."""
+    _validate(backend, req)
+    st = _State(req, _Emitter(backend, req), sampling_params(req.sampling), new_rng(req.sampling.seed),
+                list(req.prompt), Stats(prompt_tokens=len(req.prompt)))
+    if req.max_tokens == 0:
+        yield Result("", [], "length", st.stats)
+        return
     t0 = time.perf_counter()
     if req.sampling.seed is not None and not req.sampling.greedy:
         # A reused prefix changes the batch shapes, hence the logits in their last bits,
         # hence which token a seeded draw picks: a seeded run always prefills afresh.
         cache.truncate(0)
-    stats.cached_prompt_tokens = cache.prefill(req.prompt)
-    root = _core.sample(backend.logits_rows()[-1], params, rng)
+    st.stats.cached_prompt_tokens = cache.prefill(req.prompt)
+    first = _core.sample(backend.logits_rows()[-1], st.params, st.rng)
     t1 = time.perf_counter()
-    stats.prefill_s = t1 - t0
+    st.stats.prefill_s = t1 - t0
     proposer.begin(list(req.prompt), req.sampling)
-    history = list(req.prompt)
     try:
-        piece = emitter.push(root)
-        history.append(root)
-        if piece:
-            yield piece
-        while emitter.finish is None:
-            n_past = len(history) - 1
-            room = backend.n_ctx - n_past - 1
-            if room < 0:
-                piece = emitter.close()
+        yield from _commit(st, [first])
+        while st.emitter.finish is None:
+            budget = _budget(backend, st)
+            if budget is None:
+                piece = st.emitter.close()
                 if piece:
                     yield piece
                 break
-            budget = max(0, min(room, backend.max_batch - 1, req.max_tokens - len(emitter.tokens) - 1))
-            td = time.perf_counter()
-            draft = proposer.propose(history, budget) if budget > 0 else Draft.empty()
-            if len(draft) > budget:
-                raise ValueError(f"proposer {proposer.name!r} drafted {len(draft)} nodes, over its budget {budget}")
-            te = time.perf_counter()
-            rows, n_paths, layout = _evaluate(backend, root, draft, n_past)
-            tv = time.perf_counter()
-            res = _core.verify_tree(rows, draft.tokens, draft.parents, params, rng, draft.q)
-            tc = time.perf_counter()
-            stats.draft_s += te - td
-            stats.target_s += tv - te
-            stats.verify_s += tc - tv
-            stats.target_forwards += 1
-            accepted = [int(draft.tokens[i]) for i in res.accepted]
-            _commit_kv(backend, n_paths, res.path, n_past + 1 + len(accepted))
-            stats.record_draft(_depth_counts(layout, len(draft)), len(accepted))
-            proposer.observe(draft, list(res.accepted), res.next_token)
-            for tok in accepted + [res.next_token]:
-                stats.decoded_tokens += 1
-                piece = emitter.push(tok)
-                history.append(tok)
-                if piece:
-                    yield piece
-                if emitter.finish is not None:
-                    break
-            root = history[-1]
+            yield from _commit(st, _step(backend, cache, proposer, st, budget))
     finally:
         proposer.end()
-        # The cache holds every committed token except the pending root.
-        cache.tokens = history[:-1]
-        cache.truncate(len(history) - 1)
-    stats.new_tokens = len(emitter.tokens)
-    stats.decode_s = time.perf_counter() - t1
-    yield Result("".join(emitter.text), emitter.tokens, emitter.finish or "length", stats)
+        cache.settle(st.history[:-1])  # every committed token but the pending root
+    st.stats.new_tokens = len(st.emitter.tokens)
+    st.stats.decode_s = time.perf_counter() - t1
+    yield Result("".join(st.emitter.text), st.emitter.tokens, st.emitter.finish or "length", st.stats)
+
+
+def _commit(st: _State, tokens: list[int]) -> Iterator[str]:
+    """Emit committed tokens until the generation finishes; the first token of a call comes
+    from the prefill and is not a decode-step token."""
+    for tok in tokens:
+        if len(st.history) > len(st.req.prompt):
+            st.stats.decoded_tokens += 1
+        piece = st.emitter.push(tok)
+        st.history.append(tok)
+        if piece:
+            yield piece
+        if st.emitter.finish is not None:
+            break

@@ -1,15 +1,15 @@
-"""The public API: `Model` (a GGUF model with its context) and `Generator` (a method over it)."""
+"""`Model`: a GGUF model loaded in llama.cpp, with its one KV-cache record and its one cost model."""
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any, Iterator, Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
-from . import registry
+from . import defaults, registry
 from .backend import ContextConfig, LlamaBackend
-from .decode import NoDraft, Request, TargetCache, run
-from .types import DEFAULT_MAX_TOKENS, Proposer, Result, SamplingConfig
+from .cost_model import CostModel
+from .kvcache import TargetCache
 
 Message = Mapping[str, Any]
 
@@ -25,11 +25,11 @@ class Model:
         self,
         path_or_name: str | os.PathLike[str] | None = None,
         *,
-        n_ctx: int = 4096,
+        n_ctx: int = defaults.N_CTX,
         n_threads: int | None = None,
         n_gpu_layers: int = 0,
-        n_seq_max: int = 8,
-        n_batch: int = 512,
+        n_seq_max: int = defaults.N_SEQ_MAX,
+        n_batch: int = defaults.N_BATCH,
         embeddings: bool = False,
         flash_attn: bool | None = None,
         verbose: bool = False,
@@ -46,6 +46,21 @@ class Model:
                                flash_attn=flash_attn, verbose=verbose)
         self.backend = LlamaBackend(self.path, config)
         self.cache = TargetCache(self.backend)
+        self.progress = progress
+        self._costs: CostModel | None = None
+
+    @property
+    def costs(self) -> CostModel:
+        """The cost model of this model on this device, measured on first use (cached on
+        disk per model file, device, threads and offload). Assign a `CostModel.fixed(...)`
+        to study another device's curve."""
+        if self._costs is None:
+            self._costs = CostModel.of(self.backend, progress=self.progress)
+        return self._costs
+
+    @costs.setter
+    def costs(self, value: CostModel) -> None:
+        self._costs = value
 
     @property
     def registry_spec(self) -> registry.ModelSpec | None:
@@ -84,81 +99,3 @@ class Model:
 
     def __repr__(self) -> str:
         return f"Model({self.name!r}, n_ctx={self.n_ctx})"
-
-
-def _as_model(target: Model | str | os.PathLike[str]) -> Model:
-    return target if isinstance(target, Model) else Model(target)
-
-
-def _make_proposer(method: str | Proposer | None, target: Model) -> Proposer:
-    if method is None or method == "plain":
-        return NoDraft()
-    if isinstance(method, str):
-        from .methods import make_method
-
-        return make_method(method, target)
-    return method
-
-
-class Generator:
-    """Generates text from `target` with a decoding method (None: plain decoding).
-
-    `method` is a proposer object (e.g. `pyaccel.DraftModel(...)`) or a method name.
-    Calls to generate on the same Generator reuse the cached common prompt prefix.
-    """
-
-    def __init__(self, target: Model | str | os.PathLike[str], method: str | Proposer | None = None) -> None:
-        self.target = _as_model(target)
-        self.method: Proposer = _make_proposer(method, self.target)
-        bind = getattr(self.method, "bind", None)
-        if bind is not None:
-            bind(self.target)
-
-    def _request(self, prompt: str | Sequence[int], max_tokens: int, stop: str | Sequence[str] | None,
-                 sampling: SamplingConfig) -> Request:
-        if isinstance(prompt, str):
-            if not prompt:
-                raise ValueError("the prompt is empty: give at least one character of text")
-            tokens = self.target.tokenize(prompt)
-        else:
-            tokens = [int(t) for t in prompt]
-        stops = [stop] if isinstance(stop, str) else list(stop or [])
-        return Request(prompt=tokens, max_tokens=max_tokens, sampling=sampling, stop=stops)
-
-    def stream(
-        self,
-        prompt: str | Sequence[int],
-        *,
-        max_tokens: int = DEFAULT_MAX_TOKENS,
-        temperature: float = 0.0,
-        top_k: int = 0,
-        top_p: float = 1.0,
-        min_p: float = 0.0,
-        seed: int | None = None,
-        stop: str | Sequence[str] | None = None,
-    ) -> Iterator[str | Result]:
-        """Yield text pieces as they are decided, then the `Result`."""
-        sampling = SamplingConfig(temperature=temperature, top_k=top_k, top_p=top_p, min_p=min_p, seed=seed)
-        sampling.validate()
-        req = self._request(prompt, max_tokens, stop, sampling)
-        yield from run(self.target.backend, self.target.cache, self.method, req)
-
-    def generate(self, prompt: str | Sequence[int], **kwargs: Any) -> Result:
-        """Generate a completion of `prompt`; keyword arguments as for `stream`."""
-        return _last(self.stream(prompt, **kwargs))
-
-    def chat_stream(self, messages: Sequence[Message], **kwargs: Any) -> Iterator[str | Result]:
-        """`stream` over the model's chat template applied to `messages`."""
-        return self.stream(self.target.chat_prompt(messages), **kwargs)
-
-    def chat(self, messages: Sequence[Message], **kwargs: Any) -> Result:
-        """`generate` over the model's chat template applied to `messages`."""
-        return _last(self.chat_stream(messages, **kwargs))
-
-
-def _last(items: Iterator[str | Result]) -> Result:
-    result = None
-    for item in items:
-        result = item
-    assert isinstance(result, Result)
-    return result

@@ -1,28 +1,48 @@
-"""Plain data shared by the API, the decode loop and the proposers."""
+"""Plain data shared by the API, the decode loop and the proposers.
+
+The objects one decode step passes between the loop and a proposer:
+
+    Draft        what the proposer asks the target to evaluate: verified nodes (a tree
+                 under the pending root) and optional auxiliary, unverified tokens
+    StepOutcome  what the pass decided (kept nodes, next token) and views of the rows
+                 it produced (logits, hidden states), handed to `Proposer.observe`
+
+The batch layout of a step is drawn in `pyaccel.decode`.
+"""
 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 import numpy.typing as npt
 
-# Every generation default lives here.
-DEFAULT_MAX_TOKENS = 256
+from . import defaults
+
+if TYPE_CHECKING:
+    from . import _core
 
 
 @dataclass(frozen=True)
 class SamplingConfig:
     """How tokens are chosen. temperature 0 is greedy; 0 / 1.0 / 0.0 switch top-k / top-p / min-p off."""
 
-    temperature: float = 0.0
-    top_k: int = 0
-    top_p: float = 1.0
-    min_p: float = 0.0
+    temperature: float = defaults.TEMPERATURE
+    top_k: int = defaults.TOP_K
+    top_p: float = defaults.TOP_P
+    min_p: float = defaults.MIN_P
     seed: int | None = None
 
     def validate(self) -> None:
+        for name in ("temperature", "top_p", "min_p"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise TypeError(f"{name} must be a number, got {type(value).__name__} {value!r}")
+        for name in ("top_k", "seed"):
+            value = getattr(self, name)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, (int, np.integer))):
+                raise TypeError(f"{name} must be an int, got {type(value).__name__} {value!r}")
         if not self.temperature >= 0.0:
             raise ValueError(f"temperature must be >= 0 (0 means greedy), got {self.temperature}")
         if self.top_k < 0:
@@ -38,23 +58,58 @@ class SamplingConfig:
 
 
 @dataclass(frozen=True)
+class AuxTokens:
+    """Unverified tokens evaluated in the same pass as a draft, for the proposer's own use
+    (e.g. a Jacobi window): their logits rows come back in `StepOutcome.aux_logits` and
+    their cache cells are dropped after the step; they never enter verification.
+
+    offsets[i] >= 1: position of token i relative to the pending root (root + offsets[i]).
+    seqs[i]: the auxiliary sequences token i belongs to, numbered 0..n_seqs - 1. Each
+      auxiliary sequence sees the committed context and the root; token i sees the
+      earlier tokens of its sequences at lower positions (the attention pattern is
+      expressed only through these ids).
+    """
+
+    tokens: npt.NDArray[np.int32]
+    offsets: npt.NDArray[np.int32]
+    seqs: tuple[tuple[int, ...], ...]
+
+    @staticmethod
+    def make(tokens: Sequence[int], offsets: Sequence[int], seqs: Sequence[Sequence[int]]) -> "AuxTokens":
+        return AuxTokens(np.asarray(tokens, dtype=np.int32), np.asarray(offsets, dtype=np.int32),
+                         tuple(tuple(int(s) for s in ids) for ids in seqs))
+
+    def __len__(self) -> int:
+        return int(self.tokens.shape[0])
+
+    @property
+    def n_seqs(self) -> int:
+        return 1 + max((max(ids) for ids in self.seqs if ids), default=-1)
+
+
+@dataclass(frozen=True)
 class Draft:
     """Proposed tokens as a tree under the pending root token (a chain has parents i - 1).
 
     q: optional draft distributions [n + 1, n_vocab]; row 0 at the root, row j + 1 at node j
-    (the distribution node j's children were drawn from). None: deterministic proposals.
+      (the distribution node j's children were drawn from). None: deterministic proposals.
+    layout: `_core.tree_layout(parents)` computed once by a proposer whose tree shape is
+      static, so the loop does not rebuild it every step (None: the loop computes it).
+    aux: auxiliary, unverified tokens for the same pass (see `AuxTokens`).
     """
 
     tokens: npt.NDArray[np.int32]
     parents: npt.NDArray[np.int32]
     q: npt.NDArray[np.float32] | None = None
+    layout: "_core.TreeLayout | None" = None
+    aux: AuxTokens | None = None
 
     @staticmethod
     def empty() -> "Draft":
         return Draft(np.zeros(0, np.int32), np.zeros(0, np.int32))
 
     @staticmethod
-    def chain(tokens: list[int] | npt.NDArray[np.int32], q: npt.NDArray[np.float32] | None = None) -> "Draft":
+    def chain(tokens: Sequence[int] | npt.NDArray[np.int32], q: npt.NDArray[np.float32] | None = None) -> "Draft":
         tok = np.asarray(tokens, dtype=np.int32)
         return Draft(tok, np.arange(-1, len(tok) - 1, dtype=np.int32), q)
 
@@ -62,24 +117,45 @@ class Draft:
         return int(self.tokens.shape[0])
 
 
-class Proposer(Protocol):
-    """A drafting method. The decode loop calls `propose` before every target pass and
-    `observe` after its verification."""
+@dataclass(frozen=True)
+class StepOutcome:
+    """One decode step as the proposer sees it in `observe`.
 
-    name: str
+    accepted: node ids of the draft kept, root to tip; next_token: the token emitted after
+    them (the next pending root). logits / hidden: views of the pass's rows in batch order,
+    [1 + len(draft) + len(draft.aux), ...]: the root, the draft nodes, the auxiliary tokens.
+    hidden is None unless the Model was created with embeddings=True. The views point into
+    llama.cpp's buffers and are valid only until `observe` returns: copy what you keep.
+    """
 
-    def begin(self, prompt: list[int], sampling: SamplingConfig) -> None:
-        """A new generation starts from `prompt` (all its tokens are already in the target)."""
+    draft: Draft
+    accepted: Sequence[int]
+    next_token: int
+    n_past: int  # cached tokens before the root (the root's position)
+    logits: npt.NDArray[np.float32]
+    hidden: npt.NDArray[np.float32] | None = None
 
-    def propose(self, tokens: list[int], budget: int) -> Draft:
-        """Draft continuations of `tokens` (prompt + everything emitted, the last one not yet
-        evaluated by the target); at most `budget` nodes."""
+    @property
+    def accepted_tokens(self) -> list[int]:
+        return [int(self.draft.tokens[i]) for i in self.accepted]
 
-    def observe(self, draft: Draft, accepted: list[int], next_token: int) -> None:
-        """Feedback: node indices of `draft` that were kept, and the token emitted after them."""
+    @property
+    def tip_row(self) -> int:
+        """Row of the last kept node (0: the root, when nothing was accepted)."""
+        return 1 + int(self.accepted[-1]) if len(self.accepted) else 0
 
-    def end(self) -> None:
-        """The generation is over."""
+    @property
+    def aux_logits(self) -> npt.NDArray[np.float32]:
+        return self.logits[1 + len(self.draft):]
+
+    @property
+    def aux_hidden(self) -> npt.NDArray[np.float32] | None:
+        return None if self.hidden is None else self.hidden[1 + len(self.draft):]
+
+    @property
+    def tip_hidden(self) -> npt.NDArray[np.float32] | None:
+        """The target's final hidden state at the last kept node (what Medusa heads read)."""
+        return None if self.hidden is None else self.hidden[self.tip_row]
 
 
 @dataclass
@@ -98,7 +174,6 @@ class Stats:
     target_s: float = 0.0
     draft_s: float = 0.0
     verify_s: float = 0.0
-    predicted_speedup: float | None = None
 
     @property
     def tau(self) -> float:

@@ -50,3 +50,14 @@ def qwen_draft(qwen_draft_path: Path) -> pyaccel.Model:
     model = pyaccel.Model(qwen_draft_path, n_ctx=TEST_N_CTX)
     yield model
     model.close()
+
+
+MODEL_FIXTURES = frozenset({"gemma", "qwen", "qwen_draft", "gemma_path", "qwen_path", "qwen_draft_path"})
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Every test that loads a model (through any fixture that pulls one) is `model`, so
+    `pytest -m "not model"` is the fast suite that needs none."""
+    for item in items:
+        if MODEL_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.model)

@@ -37,8 +37,7 @@ def test_incremental_detokenization_never_breaks_characters(gemma: pyaccel.Model
 
 def test_logits_rows_are_a_zero_copy_view(gemma: pyaccel.Model) -> None:
     b = gemma.backend
-    b.kv_clear()
-    gemma.cache.tokens = []
+    gemma.cache.truncate(0)
     tokens = gemma.tokenize("The capital of France is")
     b.decode(tokens, np.arange(len(tokens)), logits=np.ones(len(tokens), dtype=np.int8))
     rows = b.logits_rows()

@@ -10,11 +10,12 @@ from pathlib import Path
 import pytest
 
 import pyaccel
-from pyaccel.bench import BenchConfig, markdown_table, report_dict, run_bench, summarize
-from pyaccel.bench_costs import flat_curve, plan_table
-from pyaccel.bench_oracle import accept_lengths, oracle_cost, oracle_speedup
-from pyaccel.bench_runners import MethodSpec, parse_methods, parse_value
-from pyaccel.bench_suites import find_questions, load_suite, shipped_records
+from pyaccel.bench.costs_report import curve_table, flat_curve, plan_table
+from pyaccel.bench.oracle import accept_lengths, oracle_cost, oracle_speedup
+from pyaccel.bench.runner import BenchConfig, markdown_table, report_dict, run_bench, summarize
+from pyaccel.bench.runners import parse_methods
+from pyaccel.bench.suites import find_questions, load_suite, shipped_records
+from pyaccel.methods.spec import MethodSpec, parse_spec, parse_value
 
 from lossless import assert_greedy_equivalent
 
@@ -90,8 +91,6 @@ def test_costs_at_a_depth_interpolate_the_sweeps() -> None:
     assert costs.seconds_at(10**6) == pytest.approx(at_deep) and costs.seconds_at(0) == pytest.approx(at_shallow)
     assert costs.relative_at(2000)[0] == 1.0 and costs.relative_at(2000)[7] == pytest.approx(9.5 / 1.5)
     assert DecodeCosts(base).seconds_at(5000) == base  # no sweeps: one curve
-    from pyaccel.bench_costs import curve_table
-
     table = curve_table(costs).splitlines()
     assert table[0] == ("| tokens in one decode | ms behind 100 | relative behind 100 | ms behind 1000 | "
                         "relative behind 1000 | ms behind 2000 | relative behind 2000 |")
@@ -138,6 +137,12 @@ def test_parse_methods() -> None:
         parse_methods("lookup,lookup")
     with pytest.raises(ValueError, match="before any method"):
         parse_methods("length=4,lookup")
+    with pytest.raises(ValueError, match="unknown method"):
+        parse_methods("medusa")
+    assert parse_spec("lookup:max_draft=32,rewrites=false") == MethodSpec(
+        "lookup:max_draft=32,rewrites=false", "lookup", {"max_draft": 32, "rewrites": False})
+    with pytest.raises(ValueError, match="key=value"):
+        parse_spec("lookup:32")
 
 
 # ---- suites ----------------------------------------------------------------------------

@@ -416,10 +416,16 @@ def call(logits, tokens, parents, draft=None, params=HOT):
 
 
 def test_good_inputs_pass():
+    """The valid baseline of the invalid-input cases: every call returns a well-formed result."""
     logits, tokens, parents, draft = good_inputs()
     for params in (HOT, GREEDY):
-        call(logits, tokens, parents, draft, params)
-        call(logits, tokens, parents, None, params)
+        for q in (draft, None):
+            res = call(logits, tokens, parents, q, params)
+            assert list(res.accepted) in ([], [0], [0, 1])  # a root path of the chain
+            assert 0 <= res.next_token < logits.shape[1] and res.path == 0
+    greedy = call(logits, tokens, parents, None, GREEDY)
+    kept = list(greedy.accepted)
+    assert greedy.next_token == int(np.argmax(logits[len(kept)]))  # the bonus token is the row's argmax
 
 
 def bad_cases():

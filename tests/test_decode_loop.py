@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import pyaccel
-from pyaccel.types import Draft, SamplingConfig
+from pyaccel.types import Draft
 
 from lossless import assert_greedy_equivalent
 
@@ -14,7 +14,7 @@ PROMPT = "def quicksort(items):\n"
 N_TOKENS = 48
 
 
-class ReplayProposer:
+class ReplayProposer(pyaccel.Proposer):
     """Drafts the known plain greedy continuation, corrupting every `corrupt_every`-th token.
 
     tree=True: every corrupted position gets two children, [wrong, right], and the chain
@@ -25,9 +25,6 @@ class ReplayProposer:
 
     def __init__(self, reference: list[int], n_prompt: int, k: int, corrupt_every: int, tree: bool = False) -> None:
         self.reference, self.n_prompt, self.k, self.corrupt_every, self.tree = reference, n_prompt, k, corrupt_every, tree
-
-    def begin(self, prompt: list[int], sampling: SamplingConfig) -> None:
-        pass
 
     def _bad(self, pos: int) -> bool:
         return pos % self.corrupt_every == self.corrupt_every - 1
@@ -50,12 +47,6 @@ class ReplayProposer:
             if len(toks) >= budget:
                 break
         return Draft(np.asarray(toks, np.int32), np.asarray(parents, np.int32))
-
-    def observe(self, draft: Draft, accepted: list[int], next_token: int) -> None:
-        pass
-
-    def end(self) -> None:
-        pass
 
 
 def expected_forwards(n_new: int, k: int, corrupt_every: int, tree: bool) -> int:

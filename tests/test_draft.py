@@ -4,12 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 import pyaccel
-from pyaccel import _core
-from pyaccel.draft import DraftModel
+from pyaccel import CostModel, DraftModel
 
 from lossless import assert_greedy_equivalent, chi_square_pvalue, second_token_counts, target_distribution
 
@@ -65,17 +63,15 @@ def test_incompatible_pair_is_refused(qwen: pyaccel.Model, gemma: pyaccel.Model)
 
 
 def test_cost_model_declines_a_slow_draft_and_drafts_on_a_flat_curve(qwen: pyaccel.Model, qwen_draft: pyaccel.Model) -> None:
-    method = DraftModel(qwen_draft, max_draft=8)
-    gen = pyaccel.Generator(qwen, method)
-    cpu_like = _core.CostCurve([1.0, 1.73, 2.34, 2.90, 3.38, 4.01, 5.5, 6.95, 7.5])
-    method.set_cost(cpu_like, draft_cost=0.7)
-    assert not method.can_pay
-    result = gen.generate(_prompts(qwen)[3], max_tokens=16)
-    assert result.stats.drafted == 0
-    method.set_cost(_core.CostCurve([1.0 + 0.01 * b for b in range(16)]), draft_cost=0.05)
-    assert method.can_pay
+    cpu_like = CostModel.fixed([1.0, 1.73, 2.34, 2.90, 3.38, 4.01, 5.5, 6.95, 7.5])
+    assert not cpu_like.can_pay(0, 8, 0.7)
+    gen = pyaccel.Generator(qwen, DraftModel(qwen_draft, max_draft=8, costs=cpu_like, draft_cost=0.7))
+    result = gen.generate(_prompts(qwen)[3], max_tokens=80)
+    assert result.stats.drafted == 0  # not even a probe: a perfect draft could not pay
+    flat = CostModel.fixed([1.0 + 0.01 * b for b in range(16)])
+    gen = pyaccel.Generator(qwen, DraftModel(qwen_draft, max_draft=8, costs=flat, draft_cost=0.05))
     result = gen.generate(_prompts(qwen)[3], max_tokens=24)
-    assert result.stats.drafted > 0
+    assert result.stats.drafted > 0 and result.stats.tau > 1.5
 
 
 @pytest.mark.parametrize("sampling", [dict(temperature=1.0), dict(temperature=0.7, top_p=0.9)])

@@ -14,7 +14,8 @@ import pytest
 
 import pyaccel
 from pyaccel import _core
-from pyaccel.shadow import ShadowScorer
+from pyaccel.methods import ngram
+from pyaccel.methods.shadow import ShadowScorer
 
 from lossless import assert_greedy_equivalent
 
@@ -38,10 +39,8 @@ def plain_outputs(gemma: pyaccel.Model) -> list[tuple[list[int], list[int]]]:
 
 
 def _drafter(**options: object) -> pyaccel.NgramCacheDrafter:
-    drafter = pyaccel.NgramCacheDrafter(progress=False, **options)  # type: ignore[arg-type]
-    if options.get("length") is None:
-        drafter.set_cost(_core.CostCurve(FLAT))
-    return drafter
+    costs = pyaccel.CostModel.fixed(FLAT) if options.get("length") is None else None
+    return pyaccel.NgramCacheDrafter(costs=costs, **options)  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize("options", [{"length": 4}, {}], ids=["length4", "cost-model"])
@@ -108,7 +107,7 @@ def test_damaged_cache_file_gives_a_clear_error(tmp_path: Path) -> None:
     good = _core.NgramCache()
     good.update([1, 2, 3, 1, 2, 3], 0)
     bad = tmp_path / "bad.ngc"
-    pyaccel.ngram.save_cache(good, bad)
+    ngram.save_cache(good, bad)
     data = bad.read_bytes()
     bad.write_bytes(data[: len(data) // 2])
     for options in ({"static_path": bad}, {"dynamic_path": bad}):
@@ -174,6 +173,6 @@ def test_option_mistakes_fail_at_construction(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="length"):
         pyaccel.NgramCacheDrafter(length=99, max_draft=16)
     narrow = tmp_path / "n3to4.ngc"
-    pyaccel.ngram.save_cache(_core.NgramCache(3, 4), narrow)
+    ngram.save_cache(_core.NgramCache(3, 4), narrow)
     with pytest.raises(ValueError, match="rebuild it with --n-min <= 2"):
         _ = pyaccel.NgramCacheDrafter(static_path=narrow).static_cache

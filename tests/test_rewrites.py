@@ -1,13 +1,15 @@
-"""Learnt rewrites (pyaccel.rewrites) on synthetic token streams: no model needed."""
+"""Learnt rewrites (pyaccel.methods.lookup.rewrites) on synthetic token streams: no model needed."""
 
 from __future__ import annotations
 
 import random
 
-from pyaccel import _core
-from pyaccel.lookup import PromptLookup
-from pyaccel.rewrites import AWAY, FRESH, IN_LINE, MAX_NEW, CopyFollower
+from pyaccel.cost_model import CostModel
+from pyaccel.methods.lookup import FollowerTuning, PromptLookup
+from pyaccel.methods.lookup.rewrites import AWAY, FRESH, IN_LINE, CopyFollower
 from pyaccel.types import Draft, SamplingConfig
+
+MAX_NEW = FollowerTuning().max_new
 
 OLD, NEW = 9, (90, 91)  # the identifier and its two-token replacement
 
@@ -131,15 +133,14 @@ def _replay(method: PromptLookup, prompt: list[int], output: list[int]) -> int:
 
 def test_a_rename_costs_fewer_steps_with_rewrites() -> None:
     rng = random.Random(3)
-    curve = _core.CostCurve([1.0 + 0.02 * b for b in range(64)])  # verification nearly free
+    curve = CostModel.fixed([1.0 + 0.02 * b for b in range(64)])  # verification nearly free
     for _ in range(5):
         source = _source(rng, 200)
         prompt = [0] + source + [0]
         output = _renamed(source)
         steps = {}
         for rewrites in (False, True):
-            method = PromptLookup(rewrites=rewrites, progress=False)
-            method.set_cost(curve)
+            method = PromptLookup(rewrites=rewrites, costs=curve)
             steps[rewrites] = _replay(method, prompt, output)
         assert steps[True] < 0.7 * steps[False], steps
 
@@ -147,8 +148,7 @@ def test_a_rename_costs_fewer_steps_with_rewrites() -> None:
 def test_no_edit_means_no_rewrites() -> None:
     rng = random.Random(4)
     source = _source(rng, 120)
-    method = PromptLookup(progress=False)
-    method.set_cost(_core.CostCurve([1.0 + 0.02 * b for b in range(64)]))
+    method = PromptLookup(costs=CostModel.fixed([1.0 + 0.02 * b for b in range(64)]))
     _replay(method, [0] + source + [0], source)
     assert method._follower.rewrites == {}
     _replay(method, [0] + source + [0], list(reversed(source)))  # no copy at all

@@ -6,14 +6,15 @@ import argparse
 import json
 from pathlib import Path
 
-from .bench import BENCH_MAX_TOKENS, BenchConfig, load_prompts, markdown_table, report_dict, run_bench, summarize
-from .bench_runners import parse_methods
+from .runner import BENCH_MAX_TOKENS, BenchConfig, load_prompts, markdown_table, report_dict, run_bench, summarize
+from ..cli.args import add_model_args, open_model
+from .runners import parse_methods
 
 DEFAULT_METHODS = "plain,lookup,draft"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("-m", "--model", default=None, help="registry name or path to a .gguf (default: the registry default)")
+    add_model_args(p)
     p.add_argument("--suite", action="append", default=[], metavar="SUITE",
                    help="code, edit, specbench (a few questions of every category), specbench:CATEGORY, or a .jsonl "
                         "file of your own (\"id\", \"instruction\", optional \"code\" per line); repeatable")
@@ -34,14 +35,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--costs", action="store_true",
                    help="print the measured cost curve and the draft lengths the cost model picks on it; no suites")
     p.add_argument("--draft-model", default=None, help="draft model of draft methods and --costs (default: the registry pair)")
-    p.add_argument("--n-ctx", type=int, default=4096)
-    p.add_argument("--threads", type=int, default=None)
-    p.add_argument("--n-gpu-layers", type=int, default=0)
 
 
 def command(args: argparse.Namespace) -> int:
-    from .api import Model
-    from .bench_costs import costs_report
+    from .costs_report import costs_report
 
     if not args.costs and not args.suite:
         raise ValueError("no suite given: add --suite code, edit, specbench, specbench:CATEGORY or a .jsonl file (or --costs)")
@@ -49,7 +46,7 @@ def command(args: argparse.Namespace) -> int:
                          prompts=args.prompts, rounds=args.rounds, questions=args.questions, oracle=args.oracle,
                          draft_model=args.draft_model)
     prompts = [] if args.costs else load_prompts(config)  # mistakes show before the model loads
-    with Model(args.model, n_ctx=args.n_ctx, n_threads=args.threads, n_gpu_layers=args.n_gpu_layers) as model:
+    with open_model(args) as model:
         if args.costs:
             print(costs_report(model, args.draft_model))
             return 0

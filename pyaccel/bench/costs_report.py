@@ -10,11 +10,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Sequence
 
-from . import _core
-from .costs import MAX_MEASURED_BATCH, DecodeCosts, decode_costs, measure_decode_costs
+from .. import _core
+from ..costs import MAX_MEASURED_BATCH, DecodeCosts
 
 if TYPE_CHECKING:
-    from .api import Model
+    from ..model import Model
 
 # Sizes shown from the measured curve (the steps of the CPU kernels' tiling are visible).
 SHOWN_SIZES = (1, 2, 3, 4, 5, 6, 8, 10, 12, 16, 20, 24, 32, 48, 64)
@@ -60,14 +60,10 @@ def plan_table(measured: Sequence[float], draft_costs: Sequence[tuple[str, float
     return "\n".join(lines)
 
 
-def _token_s(model: "Model") -> float:
-    return measure_decode_costs(model.backend, max_batch=1, repeats=5, progress=False, deep=False).token_s
-
-
 def _draft_cost(model: "Model", draft: str | None) -> tuple[str, float] | None:
     """One draft-model token's decode time relative to one target token, or None without a draft.
     Both are timed now, one after the other, so a busy machine slows both alike."""
-    from .api import Model
+    from ..model import Model
 
     name = draft
     if name is None:
@@ -77,13 +73,14 @@ def _draft_cost(model: "Model", draft: str | None) -> tuple[str, float] | None:
         return None
     with Model(name, n_ctx=256, n_threads=model.backend.n_threads,
                n_gpu_layers=model.backend.config.n_gpu_layers) as dm:
-        ratio = _token_s(dm) / _token_s(model)
+        ratio = model.costs.relative_token_cost(model.backend, dm.backend)
     return (f"{ratio:.3f} ({dm.name})", ratio)
 
 
 def costs_report(model: "Model", draft: str | None = None) -> str:
     """Markdown: the measured curve, then the plans on it and on a flat curve."""
-    costs = decode_costs(model.backend)
+    costs = model.costs.measured
+    assert costs is not None, "the report shows a measured curve"
     draft_costs = [("0 (n-gram)", 0.0)]
     measured_draft = _draft_cost(model, draft)
     if measured_draft is not None:

@@ -7,7 +7,10 @@ each step with the measured cost curve at its context depth. Its simulated speed
 the oracle bound use the same curves, so proposer changes can be compared in seconds
 instead of a benchmark hour.
 
-    python benchmarks/sim_lookup.py bench-results/edit2.json [--option key=value ...]
+    python -m pyaccel.bench.replay bench-results/edit7.json [--option key=value ...] [--tuning key=value ...]
+
+--option sets a PromptLookup argument (max_draft=32); --tuning a `LookupTuning` or
+`FollowerTuning` field (stats_decay=0.99, min_seen=3).
 """
 
 from __future__ import annotations
@@ -20,13 +23,15 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from pyaccel import Model
-from pyaccel.bench_oracle import oracle_speedup
-from pyaccel.bench_runners import parse_value
-from pyaccel.bench_suites import load_suite
-from pyaccel.costs import decode_costs
-from pyaccel.lookup import PromptLookup
-from pyaccel.types import Draft, SamplingConfig
+from ..methods.base import Proposer
+from ..methods.lookup import LookupTuning, PromptLookup
+from ..methods.spec import parse_value
+from ..model import Model
+from ..types import Draft, SamplingConfig, StepOutcome
+from .oracle import oracle_speedup
+from .suites import load_suite
+
+NO_ROWS = np.zeros((0, 0), dtype=np.float32)  # a replay has no logits to show the proposer
 
 
 def accept_path(draft: Draft, future: Sequence[int]) -> list[int]:
@@ -42,7 +47,7 @@ def accept_path(draft: Draft, future: Sequence[int]) -> list[int]:
     return path
 
 
-def simulate(proposer: Any, prompt: list[int], output: list[int], rel: Callable[[int], Sequence[float]],
+def simulate(proposer: Proposer, prompt: list[int], output: list[int], rel: Callable[[int], Sequence[float]],
              max_batch: int = 64) -> dict[str, float]:
     """Steps, cost (in single-token decodes) and tau of `proposer` reproducing `output`."""
     proposer.begin(list(prompt), SamplingConfig())
@@ -52,7 +57,8 @@ def simulate(proposer: Any, prompt: list[int], output: list[int], rel: Callable[
         budget = min(max_batch - 1, len(output) - done - 1)
         draft = proposer.propose(history, budget) if budget > 0 else Draft.empty()
         path = accept_path(draft, output[done:done + len(draft)])
-        proposer.observe(draft, path, output[done + len(path)] if done + len(path) < len(output) else -1)
+        nxt = output[done + len(path)] if done + len(path) < len(output) else -1
+        proposer.observe(StepOutcome(draft, path, nxt, len(history) - 1, NO_ROWS))
         n = len(path) + 1
         history += output[done:done + n]
         done += n
@@ -65,28 +71,27 @@ def simulate(proposer: Any, prompt: list[int], output: list[int], rel: Callable[
             "steps": steps}
 
 
+def _pairs(items: list[str]) -> dict[str, Any]:
+    return {k.strip(): parse_value(v.strip()) for k, v in (o.split("=", 1) for o in items)}
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("results", help="a pyaccel bench --json file with plain runs")
     ap.add_argument("-m", "--model", default="qwen2.5-coder-1.5b-instruct")
-    ap.add_argument("--option", action="append", default=[], help="PromptLookup option key=value")
+    ap.add_argument("--option", action="append", default=[], help="PromptLookup argument key=value")
+    ap.add_argument("--tuning", action="append", default=[], help="LookupTuning / FollowerTuning field key=value")
     args = ap.parse_args()
     data = json.loads(open(args.results, encoding="utf-8").read())
     model = Model(args.model, n_ctx=4096)
-    rel = decode_costs(model.backend).relative_at  # the curve at a context depth
-    options = {k: (ast.literal_eval(v) if k.isupper() else parse_value(v))
-               for k, v in (o.split("=", 1) for o in args.option)}
-    import pyaccel.lookup as lookup_module
-    import pyaccel.rewrites as rewrites_module
-    for key in [k for k in options if k.isupper()]:  # module constants, e.g. STATS_DECAY=0.99
-        value = options.pop(key)
-        for module in (lookup_module, rewrites_module):
-            if hasattr(module, key):
-                setattr(module, key, value)
+    rel = model.costs.relative_at  # the curve at a context depth
+    tuning = LookupTuning().with_options(**{k: (tuple(v) if isinstance(v, list) else v)
+                                            for k, v in ((k, ast.literal_eval(str(v)) if isinstance(v, str) else v)
+                                                         for k, v in _pairs(args.tuning).items())})
     texts = {p.id: p.text for s in data["setup"]["suites"] for p in load_suite(s, None, None)}
     ratios = []
-    proposer = PromptLookup(progress=False, **options)
-    proposer.bind(model)  # the model's cached cost curve and sequence limit
+    proposer = PromptLookup(tuning=tuning, **_pairs(args.option))
+    proposer.bind(model)  # the model's cost model and sequence limit
     for p in data["prompts"]:
         plain = next(r for r in p["runs"] if r["method"] == "plain")
         prompt = model.chat_prompt([{"role": "user", "content": texts[p["id"]]}])

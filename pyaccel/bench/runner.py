@@ -14,12 +14,13 @@ import sys
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Sequence, TextIO
 
-from .bench_oracle import oracle_speedup
-from .bench_runners import PLAIN, MethodSpec, Run, Runner, make_runner
-from .bench_suites import BenchPrompt, load_suite
+from ..methods.spec import MethodSpec
+from .oracle import oracle_speedup
+from .runners import PLAIN, Run, Runner, make_runner
+from .suites import BenchPrompt, load_suite
 
 if TYPE_CHECKING:
-    from .api import Model
+    from ..model import Model
 
 BENCH_MAX_TOKENS = 256
 # Room kept in the context beyond prompt + max_tokens for the deepest draft verified.
@@ -128,9 +129,7 @@ def _measure_round(runners: Sequence[Runner], prompt: list[int], max_tokens: int
 
 def _oracle_curve(model: "Model") -> Callable[[int], list[float]]:
     """The measured relative cost curve at a given context depth."""
-    from .costs import decode_costs
-
-    return decode_costs(model.backend).relative_at
+    return model.costs.relative_at
 
 
 def _bench_prompt(runners: Sequence[Runner], bp: BenchPrompt, tokens: list[int],

@@ -6,16 +6,16 @@ first generated token to the last), so prefill speed does not blur the compariso
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from time import perf_counter
 from typing import TYPE_CHECKING, Any, Protocol
 
-from .api import Generator
-from .decode import TargetCache
-from .methods import make_method, method_names
+from ..generator import Generator
+from ..methods import make_method, method_names
+from ..methods.spec import MethodSpec, parse_specs
 
 if TYPE_CHECKING:
-    from .api import Model
+    from ..model import Model
 
 PLAIN = "plain"
 PEERS = ("llama-plain", "llama-lookup")
@@ -23,61 +23,15 @@ PEERS = ("llama-plain", "llama-lookup")
 PEER_LOOKUP_DEFAULTS: dict[str, Any] = {"num_pred_tokens": 10}
 
 
-@dataclass(frozen=True)
-class MethodSpec:
-    """`name[:key=value,...]` from --methods; `label` is the spec as written."""
-
-    label: str
-    name: str
-    options: dict[str, Any] = field(default_factory=dict)
-
-
-def parse_value(text: str) -> Any:
-    """int, float, bool or None when the text reads as one, else the string itself."""
-    low = text.lower()
-    if low in ("true", "false"):
-        return low == "true"
-    if low == "none":
-        return None
-    for kind in (int, float):
-        try:
-            return kind(text)
-        except ValueError:
-            pass
-    return text
-
-
 def parse_methods(text: str) -> list[MethodSpec]:
-    """Split --methods: commas separate methods, and also options of the method before
-    ("draft:length=4,max_draft=8,lookup"): a piece `key=value` without a colon is an option."""
-    specs: list[tuple[str, dict[str, Any], list[str]]] = []
-    for piece in (p.strip() for p in text.split(",")):
-        if not piece:
-            continue
-        if "=" in piece and ":" not in piece:
-            if not specs:
-                raise ValueError(f"option {piece!r} comes before any method: write METHOD:{piece}")
-            key, value = piece.split("=", 1)
-            specs[-1][1][key.strip()] = parse_value(value.strip())
-            specs[-1][2].append(piece)
-            continue
-        name, _, opts = piece.partition(":")
-        options: dict[str, Any] = {}
-        for item in filter(None, opts.split(",")):
-            if "=" not in item:
-                raise ValueError(f"method option {item!r} in {piece!r} needs the form key=value")
-            key, value = item.split("=", 1)
-            options[key.strip()] = parse_value(value.strip())
-        specs.append((name.strip(), options, [piece]))
-    out = [MethodSpec(",".join(parts), name, options) for name, options, parts in specs]
+    """--methods: method specs (`pyaccel.methods.spec`), pyaccel's or the llama-cpp-python
+    peers; plain decoding is added first when missing (every speedup is relative to it)."""
+    out = parse_specs(text)
     known = method_names() + list(PEERS)
     for m in out:
         if m.name not in known:
             raise ValueError(f"unknown method {m.name!r} in --methods: choose from {', '.join(known)}")
-    labels = [m.label for m in out]
-    if len(set(labels)) != len(labels):
-        raise ValueError(f"--methods lists a method twice: {', '.join(labels)}")
-    if PLAIN not in labels:  # every speedup is relative to plain decoding of the same prompt
+    if PLAIN not in [m.label for m in out]:
         out.insert(0, MethodSpec(PLAIN, PLAIN))
     return out
 
@@ -115,16 +69,10 @@ class PyaccelRunner:
         self.model = model
         self.generator = generator
 
-    def _reset(self) -> None:
-        self.model.cache.truncate(0)
-        # A draft model keeps its own cache of the last prompt; a later round would
-        # otherwise skip the draft's catch-up that a fresh generation pays.
-        own = getattr(self.generator.method, "_cache", None)
-        if isinstance(own, TargetCache):
-            own.truncate(0)
-
     def run(self, prompt: list[int], max_tokens: int) -> Run:
-        self._reset()
+        # Every run prefills afresh, the method's own caches too (a draft model would
+        # otherwise skip the catch-up that a fresh generation pays).
+        self.generator.reset()
         res = self.generator.generate(prompt, max_tokens=max_tokens, temperature=0.0)
         s = res.stats
         drafted = s.drafted > 0
@@ -133,9 +81,7 @@ class PyaccelRunner:
                    s.acceptance_per_position if drafted else None)
 
     def close(self) -> None:
-        close = getattr(self.generator.method, "close", None)
-        if close is not None:
-            close()
+        self.generator.close()
 
 
 class LlamaRunner:
@@ -202,4 +148,4 @@ def make_runner(spec: MethodSpec, model: "Model", draft_model: str | None = None
         if options.get("draft") is None and pair is None:
             raise ValueError(f"{model.name!r} has no registry draft model: pass --draft-model NAME_OR_PATH "
                              "(or write draft:draft=NAME_OR_PATH in --methods), or leave draft out of --methods")
-    return PyaccelRunner(spec.label, model, Generator(model, make_method(spec.name, model, **options)))
+    return PyaccelRunner(spec.label, model, Generator(model, make_method(MethodSpec(spec.label, spec.name, options))))

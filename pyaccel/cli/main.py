@@ -7,34 +7,26 @@ import json
 import sys
 from typing import Sequence
 
-from . import registry
-from .errors import PyaccelError
-from .methods import make_method, method_names
-from .types import DEFAULT_MAX_TOKENS, Result
+from .. import defaults, registry
+from ..errors import PyaccelError
+from ..types import Result
+from .args import add_method_args, add_model_args, make_method_from_args, open_model
 
 
 def _add_generate(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
     p = sub.add_parser("generate", help="generate text from a prompt")
     p.add_argument("prompt", help="the prompt text ('-' reads it from standard input)")
-    p.add_argument("-m", "--model", default=None, help="registry name or path to a .gguf (default: the registry default)")
-    p.add_argument("--method", default="plain", choices=method_names(), help="decoding method (default: plain)")
-    p.add_argument("--draft-model", default=None, help="draft model for --method draft (default: the registry pair)")
-    p.add_argument("--draft-length", type=int, default=None,
-                   help="fixed draft length (default: chosen by the measured cost model)")
-    p.add_argument("--ngram-static", default=None, metavar="FILE", help="static cache for --method ngram (pyaccel ngram build)")
-    p.add_argument("--ngram-dynamic", default=None, metavar="FILE",
-                   help="dynamic cache for --method ngram: loaded if it exists, updated after the generation")
-    p.add_argument("--max-tokens", type=int, default=DEFAULT_MAX_TOKENS)
-    p.add_argument("--temperature", type=float, default=0.0, help="0 is greedy (default)")
-    p.add_argument("--top-k", type=int, default=0)
-    p.add_argument("--top-p", type=float, default=1.0)
-    p.add_argument("--min-p", type=float, default=0.0)
+    add_model_args(p)
+    add_method_args(p)
+    p.add_argument("--max-tokens", type=int, default=None,
+                   help="most new tokens (default: the answer runs to its end, up to the context)")
+    p.add_argument("--temperature", type=float, default=defaults.TEMPERATURE, help="0 is greedy (default)")
+    p.add_argument("--top-k", type=int, default=defaults.TOP_K)
+    p.add_argument("--top-p", type=float, default=defaults.TOP_P)
+    p.add_argument("--min-p", type=float, default=defaults.MIN_P)
     p.add_argument("--seed", type=int, default=None)
     p.add_argument("--stop", action="append", default=None, help="stop string (repeatable)")
     p.add_argument("--chat", action="store_true", help="wrap the prompt in the model's chat template as a user turn")
-    p.add_argument("--n-ctx", type=int, default=4096)
-    p.add_argument("--threads", type=int, default=None)
-    p.add_argument("--n-gpu-layers", type=int, default=0)
     p.add_argument("--json", action="store_true", help="print one JSON object with text, tokens, finish_reason, stats")
     p.add_argument("--stats", action="store_true", help="print speed statistics to stderr")
 
@@ -52,6 +44,7 @@ def _add_models(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> N
     costs.add_argument("name")
     costs.add_argument("--remeasure", action="store_true", help="measure again instead of using the cached curve")
     costs.add_argument("--threads", type=int, default=None)
+    costs.add_argument("--n-gpu-layers", type=int, default=0)
 
 
 def _add_ngram(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
@@ -68,13 +61,13 @@ def _add_ngram(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> No
 
 
 def _add_bench(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
-    from .bench_cli import add_arguments
+    from ..bench.cli import add_arguments
 
     add_arguments(sub.add_parser("bench", help="measure decoding methods' speedups over prompt suites"))
 
 
 def _version() -> str:
-    from . import __version__
+    from .. import __version__
 
     return __version__
 
@@ -110,12 +103,14 @@ def _cmd_models(args: argparse.Namespace) -> int:
 
 
 def _show_costs(args: argparse.Namespace) -> int:
-    from .api import Model
-    from .bench_costs import curve_table
-    from .costs import decode_costs
+    from ..bench.costs_report import curve_table
+    from ..cost_model import CostModel
+    from ..model import Model
 
-    with Model(args.name, n_threads=args.threads) as model:  # the default context, as methods use it
-        costs = decode_costs(model.backend, remeasure=args.remeasure)
+    # The default context, as methods use it.
+    with Model(args.name, n_threads=args.threads, n_gpu_layers=args.n_gpu_layers) as model:
+        costs = CostModel.of(model.backend, remeasure=args.remeasure).measured
+    assert costs is not None
     print(curve_table(costs))
     return 0
 
@@ -129,22 +124,14 @@ def _print_stats(result: Result) -> None:
     )
 
 
-def _method_options(args: argparse.Namespace) -> dict[str, object]:
-    if args.method == "draft":
-        return {"draft": args.draft_model, "length": args.draft_length}
-    if args.method == "ngram":
-        return {"static_path": args.ngram_static, "dynamic_path": args.ngram_dynamic, "length": args.draft_length}
-    return {}
-
-
 def _cmd_ngram(args: argparse.Namespace) -> int:
-    from . import ngram
+    from ..methods import ngram
 
     if args.ngram_cmd == "info":
         cache = ngram.load_cache(args.file)
         print(f"n_min: {cache.n_min}\nn_max: {cache.n_max}\nsize: {len(cache)}")
         return 0
-    from .api import Model
+    from ..model import Model
 
     files = ngram.corpus_files(args.corpus)
     with Model(args.model, n_ctx=64) as model:  # only the tokenizer is used
@@ -157,12 +144,15 @@ def _cmd_ngram(args: argparse.Namespace) -> int:
 
 
 def _cmd_generate(args: argparse.Namespace) -> int:
-    from .api import Generator, Model
+    from ..generator import Generator
 
     prompt = sys.stdin.read() if args.prompt == "-" else args.prompt
-    model = Model(args.model, n_ctx=args.n_ctx, n_threads=args.threads, n_gpu_layers=args.n_gpu_layers)
-    gen = Generator(model, make_method(args.method, model, **_method_options(args)))
-    kwargs = dict(max_tokens=args.max_tokens, temperature=args.temperature, top_k=args.top_k,
+    model = open_model(args)
+    gen = Generator(model, make_method_from_args(args))
+    # Like llama-cli, an answer runs to its end unless told otherwise: the loop stops at
+    # EOS, a stop string, or a full context.
+    max_tokens = args.max_tokens if args.max_tokens is not None else model.n_ctx
+    kwargs = dict(max_tokens=max_tokens, temperature=args.temperature, top_k=args.top_k,
                   top_p=args.top_p, min_p=args.min_p, seed=args.seed, stop=args.stop)
     source = model.chat_prompt([{"role": "user", "content": prompt}]) if args.chat else prompt
     result: Result | None = None
@@ -179,12 +169,13 @@ def _cmd_generate(args: argparse.Namespace) -> int:
         sys.stdout.write("\n")
     if args.stats:
         _print_stats(result)
+    gen.close()
     model.close()
     return 0
 
 
 def _cmd_bench(args: argparse.Namespace) -> int:
-    from .bench_cli import command
+    from ..bench.cli import command
 
     return command(args)
 

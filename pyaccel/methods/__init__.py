@@ -1,33 +1,38 @@
-"""Decoding methods by name, for the CLI and `Generator(target, method="...")`."""
+"""Decoding methods: the proposer contract (`base`), each method, and methods by name.
+
+    plain    `NoDraft`            nothing drafted (the baseline)
+    draft    `DraftModel`         a small GGUF model with the target's tokenizer
+    lookup   `PromptLookup`       copies from the prompt and the output so far
+    ngram    `NgramCacheDrafter`  context / dynamic / static n-gram caches
+"""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable
+from typing import Any, Callable
 
-from .decode import NoDraft
-from .types import Proposer
-
-if TYPE_CHECKING:
-    from .api import Model
+from .base import NoDraft, Proposer
+from .spec import MethodSpec, parse_spec
 
 
-def _plain(target: "Model", **_: Any) -> Proposer:
+def _plain(**options: Any) -> Proposer:
+    if options:
+        raise ValueError(f"plain decoding takes no options, got {', '.join(options)}")
     return NoDraft()
 
 
-def _draft(target: "Model", **options: Any) -> Proposer:
+def _draft(**options: Any) -> Proposer:
     from .draft import DraftModel
 
     return DraftModel(**options)
 
 
-def _lookup(target: "Model", **options: Any) -> Proposer:
+def _lookup(**options: Any) -> Proposer:
     from .lookup import PromptLookup
 
     return PromptLookup(**options)
 
 
-def _ngram(target: "Model", **options: Any) -> Proposer:
+def _ngram(**options: Any) -> Proposer:
     from .ngram import NgramCacheDrafter
 
     return NgramCacheDrafter(**options)
@@ -41,8 +46,18 @@ def method_names() -> list[str]:
     return sorted(_factories())
 
 
-def make_method(name: str, target: "Model", **options: Any) -> Proposer:
+def make_method(spec: str | MethodSpec, **options: Any) -> Proposer:
+    """The method named by `spec` (`name[:key=value,...]`); `options` (those not None) add
+    to the spec's. It binds to its target in `Generator`."""
+    parsed = parse_spec(spec) if isinstance(spec, str) else spec
     factories = _factories()
-    if name not in factories:
-        raise ValueError(f"unknown method {name!r}: choose one of {', '.join(method_names())}")
-    return factories[name](target, **options)
+    if parsed.name not in factories:
+        raise ValueError(f"unknown method {parsed.name!r}: choose one of {', '.join(method_names())}")
+    merged = {**parsed.options, **{k: v for k, v in options.items() if v is not None}}
+    try:
+        return factories[parsed.name](**merged)
+    except TypeError as exc:  # an unknown keyword: say which method and what it takes
+        raise ValueError(f"method {parsed.name!r}: {exc}") from None
+
+
+__all__ = ["MethodSpec", "NoDraft", "Proposer", "make_method", "method_names", "parse_spec"]

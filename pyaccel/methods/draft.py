@@ -10,24 +10,26 @@ device where drafting cannot pay, the method drafts nothing.
 
 from __future__ import annotations
 
-import os
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from . import _core
-from .costs import decode_costs, measure_decode_costs
-from .decode import TargetCache, _sampling_params
-from .errors import IncompatibleModelsError
-from .backend import compare_vocabularies
-from .types import Draft, SamplingConfig
+from .. import _core
+from ..backend import compare_vocabularies
+from ..cost_model import CostModel
+from ..decode import new_rng, sampling_params
+from ..errors import IncompatibleModelsError
+from ..types import Draft, SamplingConfig, StepOutcome
+from .base import Proposer
 
-# Steps between forced short drafts when the plan says "draft nothing", so that improving
-# acceptance (a copy-heavy stretch) is noticed.
-PROBE_EVERY = 64
-PROBE_LEN = 2
+if TYPE_CHECKING:
+    from ..model import Model
+
+# Separates the draft's random stream from the target's under one user seed.
+DRAFT_SEED_SALT = 0x5DEECE66D
 
 
-class DraftModel:
+class DraftModel(Proposer):
     """Draft-model speculative decoding as a `Generator` method.
 
     draft: a Model, a registry name or a .gguf path; None uses the target's registry pair.
@@ -35,6 +37,9 @@ class DraftModel:
     min_prob: stop drafting once the draft's chosen token has probability below this.
     length: a fixed draft length (switches the cost model off); None lets the cost model choose.
     tree: also propose the draft's second choice as a sibling where its probability >= branch_prob.
+    probe_every, probe_len: when the plan says "draft nothing", force a draft of probe_len
+      tokens every probe_every steps, so that improving acceptance is noticed.
+    costs: a cost model to plan with instead of the target's measured one.
     """
 
     name = "draft"
@@ -48,30 +53,37 @@ class DraftModel:
         length: int | None = None,
         tree: bool = False,
         branch_prob: float = 0.2,
-        progress: bool = True,
+        probe_every: int = 64,
+        probe_len: int = 2,
+        costs: CostModel | None = None,
+        draft_cost: float | None = None,
     ) -> None:
         if max_draft < 1:
             raise ValueError(f"max_draft must be >= 1, got {max_draft}")
         if length is not None and not 0 <= length <= max_draft:
             raise ValueError(f"length must be in 0..max_draft ({max_draft}), got {length}")
+        if probe_every < 1 or probe_len < 0:
+            raise ValueError(f"need probe_every >= 1 and probe_len >= 0, got {probe_every}, {probe_len}")
         self._draft_arg = draft
         self.max_draft = max_draft
         self.min_prob = min_prob
         self.fixed_length = length
         self.tree = tree
         self.branch_prob = branch_prob
-        self.progress = progress
-        self.model = None
+        self.probe_every, self.probe_len = probe_every, probe_len
+        self.model: "Model | None" = None
+        self._costs = costs
+        self.draft_cost = draft_cost
         self._stats = _core.AcceptanceStats(max_draft)
         self._idle_steps = 0
         self._main_nodes: set[int] = set()
-        self.can_pay = True
-        self.last_plan: "_core.ChainPlan | None" = None
+        self._probes = 0
+        self._n_seq_max = 1
 
     # ---- set-up ---------------------------------------------------------------------------
 
-    def bind(self, target: "Model") -> None:  # noqa: F821 - Model is imported lazily below
-        from .api import Model
+    def bind(self, target: "Model") -> None:
+        from ..model import Model
 
         draft = self._draft_arg
         if draft is None:
@@ -82,6 +94,7 @@ class DraftModel:
                     "pass DraftModel(draft=NAME_OR_PATH)"
                 )
             draft = spec.draft
+        self._n_seq_max = target.backend.n_seq_max
         self.model = draft if isinstance(draft, Model) else Model(draft, n_ctx=target.n_ctx,
                                                                   n_threads=target.backend.n_threads)
         diff = compare_vocabularies(target.backend, self.model.backend)
@@ -90,45 +103,37 @@ class DraftModel:
                 f"{self.model.name!r} cannot draft for {target.name!r}: {diff.reason}. "
                 "Use a draft model with the target's tokenizer (e.g. the same model family)."
             )
-        self._cache = TargetCache(self.model.backend)
-        self._target = target
         if self.fixed_length is None:
-            target_costs = decode_costs(target.backend, progress=self.progress)
-            draft_token_s = measure_decode_costs(self.model.backend, max_batch=1, repeats=5,
-                                                 progress=False, deep=False).token_s
-            self.set_cost(target_costs.curve(), draft_token_s / target_costs.token_s)
-
-    def set_cost(self, curve: "_core.CostCurve", draft_cost: float) -> None:
-        """Use a given cost curve and relative draft-token cost (to study other devices)."""
-        self._curve, self.draft_cost = curve, draft_cost
-        # If even a draft that is always accepted cannot beat plain decoding here, never
-        # draft nor probe: catching the draft up alone would cost more than it could win.
-        perfect = _core.chain_plan(curve, [1.0] * self.max_draft, draft_cost, self.max_draft)
-        self.can_pay = perfect.best_len > 0
+            if self._costs is None:
+                self._costs = target.costs
+            if self.draft_cost is None:
+                self.draft_cost = self._costs.relative_token_cost(target.backend, self.model.backend)
 
     # ---- the proposer protocol ------------------------------------------------------------
 
     def begin(self, prompt: list[int], sampling: SamplingConfig) -> None:
         self._sampling = sampling
-        self._params = _sampling_params(sampling)
-        self._rng = _core.Rng(sampling.seed ^ 0x5DEECE66D if sampling.seed is not None
-                              else int.from_bytes(os.urandom(8), "little") >> 1)
+        self._params = sampling_params(sampling)
+        self._rng = new_rng(sampling.seed, DRAFT_SEED_SALT)
 
-    def _plan_length(self, budget: int) -> int:
+    def _plan_length(self, budget: int, depth: int) -> int:
         if self.fixed_length is not None:
             return min(self.fixed_length, budget)
+        assert self._costs is not None and self.draft_cost is not None, "DraftModel is not bound to a target"
         limit = min(self.max_draft, budget)
-        if not self.can_pay:
+        # If even a draft that is always accepted cannot beat plain decoding here, never
+        # draft nor probe: catching the draft up alone would cost more than it could win.
+        if limit < 1 or not self._costs.can_pay(depth, self.max_draft, self.draft_cost):
             return 0
-        plan = _core.chain_plan(self._curve, self._stats.alpha(), self.draft_cost, limit)
-        self.last_plan = plan
+        plan = self._costs.chain(self._stats.alpha(), depth, limit, self.draft_cost)
         if plan.best_len > 0:
             self._idle_steps = 0
             return plan.best_len
         self._idle_steps += 1
-        if self._idle_steps >= PROBE_EVERY:
+        if self._idle_steps >= self.probe_every:
             self._idle_steps = 0
-            return min(PROBE_LEN, limit)
+            self._probes += 1
+            return min(self.probe_len, limit)
         return 0
 
     def _choose(self, row: np.ndarray) -> tuple[int, float, np.ndarray | None]:
@@ -158,10 +163,12 @@ class DraftModel:
         return _core.sample_probs(rest, self._rng)
 
     def propose(self, tokens: list[int], budget: int) -> Draft:
-        n = self._plan_length(budget)
+        n = self._plan_length(budget, len(tokens))
         if n == 0:
             return Draft.empty()
-        self._cache.prefill(tokens)  # catch up: evaluates what the draft has not seen yet
+        assert self.model is not None
+        cache = self.model.cache
+        cache.prefill(tokens)  # catch up: evaluates what the draft has not seen yet
         backend = self.model.backend
         chain: list[int] = []
         parents: list[int] = []
@@ -179,31 +186,37 @@ class DraftModel:
             tip = len(chain) - 1
             self._main_nodes.add(tip)
             paths = 1 + sum(1 for i, par in enumerate(parents) if par != i - 1)
-            if self.tree and len(chain) < n and paths < backend.n_seq_max:
+            if self.tree and len(chain) < n and paths < self._n_seq_max:
                 sib = self._sibling(row, tok, prob, q)
                 if sib is not None:
                     chain.append(sib)
                     parents.append(parent)
             if prob < self.min_prob or len(chain) >= n:
                 break
-            backend.decode([tok], [len(self._cache.tokens)])
-            self._cache.tokens.append(tok)
+            cache.append(tok)
             row = backend.logits_rows()[-1]
         return _as_draft(chain, parents, q_rows, backend.n_vocab)
 
-    def observe(self, draft: Draft, accepted: list[int], next_token: int) -> None:
-        if len(draft) == 0:
+    def observe(self, outcome: StepOutcome) -> None:
+        if len(outcome.draft) == 0:
             return
         # Acceptance is tracked along the main chain; a kept sibling means its main node was rejected.
-        on_main = sum(1 for i in accepted if i in self._main_nodes)
+        on_main = sum(1 for i in outcome.accepted if i in self._main_nodes)
         self._stats.observe(min(len(self._main_nodes), self.max_draft), min(on_main, self.max_draft))
 
-    def end(self) -> None:
-        pass
+    def reset(self) -> None:
+        if self.model is not None:
+            self.model.cache.truncate(0)
 
     def close(self) -> None:
         if self.model is not None and self.model is not self._draft_arg:
             self.model.close()
+            self.model = None
+
+    def _counters(self) -> dict[str, float]:
+        return {"draft_cost": self.draft_cost if self.draft_cost is not None else float("nan"),
+                "probes": self._probes}
+
 
 
 def _as_draft(chain: list[int], parents: list[int], q_rows: dict[int, np.ndarray], n_vocab: int) -> Draft:

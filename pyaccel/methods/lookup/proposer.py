@@ -9,38 +9,32 @@ h(k), P(the copy goes on | k tokens agree), and `_core.tree_plan` keeps the subs
 maximises expected tokens per unit of measured verification cost: long confirmed copies
 become long drafts, weak matches none.
 
-h is learnt by "shadow drafting" (`pyaccel.shadow`): every step the lookup remembers its
+h is learnt by "shadow drafting" (`pyaccel.methods.shadow`): every step the lookup remembers its
 full-depth best continuation and, once the real tokens arrive, records how far it was
 right, so every position gets evidence without paying for probes. h is kept apart by how
 a match stands to the copy the output follows (`CopyFollower.relation`): resuming it,
 elsewhere while editing it, or fresh. Edits the output makes to what it copies (a renamed
 identifier) are learnt and applied to later drafts, and a copy is picked up again where
-it resumes after new code (`pyaccel.rewrites`).
+it resumes after new code (`pyaccel.methods.lookup.rewrites`).
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from . import _core
-from .costs import DecodeCosts, decode_costs
-from .rewrites import AWAY, FRESH, IN_LINE, CopyFollower
-from .shadow import ShadowScorer
-from .types import Draft, SamplingConfig
+from ... import _core
+from ...cost_model import CostModel
+from ...types import Draft, SamplingConfig
+from ..base import Proposer
+from ..shadow import ShadowScorer
+from .rewrites import FRESH, IN_LINE, CopyFollower, FollowerTuning
 
-
-# A copy runs for hundreds of tokens with acceptance near 1; the default decay (0.95) caps
-# the estimate near 0.955, which would cap drafts at ~15 tokens. 0.98 remembers ~50 outcomes
-# per bucket and lets a long confirmed copy reach ~0.98 (drafts of ~31 on the CPU curve).
-STATS_DECAY = 0.98
-STATS_PRIOR_WEIGHT = 4.0
-# Context agreement is counted this far back: beyond it a copy is a copy.
-CONTEXT_CAP = 64
-# Drafts are planned on the cost curve of the context depth, in steps of this many tokens.
-DEPTH_STEP = 128
+if TYPE_CHECKING:
+    from ...model import Model
 
 
 def agreement_bucket(k: int) -> int:
@@ -49,39 +43,68 @@ def agreement_bucket(k: int) -> int:
     return min(N_BUCKETS - 1, int(2 * math.log2(max(k, 1))))
 
 
-N_BUCKETS = 2 * 7 + 1  # up to k = 128 = CONTEXT_CAP + the deepest draft
-# Prior acceptance per bucket, so the first steps of a generation draft sensibly: rounded
-# down from the rates measured on the shipped edit and code suites and on Spec-Bench
-# (writing, roleplay, math, summarisation, RAG): ~0.2 after 1 agreeing token, ~0.6 after
-# 3, ~0.8 after 8, and >= 0.95 once 32 tokens agree (bucket 1 is never used).
-PRIOR_BY_BUCKET = (0.2, 0.2, 0.45, 0.6, 0.7, 0.75, 0.8, 0.85, 0.9, 0.9, 0.95, 0.95, 0.97, 0.97, 0.97)
-# Matches are tracked apart by how they stand to the copy the output follows
-# (`CopyFollower.relation`), in buckets N_BUCKETS * relation + bucket: a copy resuming
-# where it left off is far likelier to go on than a chance repeat of a few tokens
-# elsewhere while the output is editing a copy.
-PRIOR_IN_LINE = (0.5, 0.5, 0.6, 0.7, 0.8, 0.85, 0.9, 0.9, 0.95, 0.95, 0.97, 0.97, 0.99, 0.99, 0.99)
-PRIOR_AWAY = PRIOR_BY_BUCKET
-KEEP_COPY_STATS = True
-COPY_STATS_DECAY = 0.99
+N_BUCKETS = 2 * 7 + 1  # up to k = 128 = the context cap + the deepest draft
+
+
+@dataclass(frozen=True)
+class LookupTuning:
+    """The knobs of prompt lookup, with the values measured best on this project's suites."""
+
+    # A copy runs for hundreds of tokens with acceptance near 1; a decay of 0.95 caps the
+    # estimate near 0.955, which would cap drafts at ~15 tokens. 0.98 remembers ~50
+    # outcomes per bucket and lets a long confirmed copy reach ~0.98 (drafts of ~31 on the
+    # CPU curve).
+    stats_decay: float = 0.98
+    stats_prior_weight: float = 4.0
+    # Context agreement is counted this far back: beyond it a copy is a copy.
+    context_cap: int = 64
+    # Prior acceptance per bucket, so the first steps of a generation draft sensibly:
+    # rounded down from the rates measured on the shipped edit and code suites and on
+    # Spec-Bench (writing, roleplay, math, summarisation, RAG): ~0.2 after 1 agreeing
+    # token, ~0.6 after 3, ~0.8 after 8, and >= 0.95 once 32 tokens agree (bucket 1 is
+    # never used).
+    prior_fresh: tuple[float, ...] = (0.2, 0.2, 0.45, 0.6, 0.7, 0.75, 0.8, 0.85, 0.9, 0.9, 0.95, 0.95, 0.97,
+                                      0.97, 0.97)
+    # Matches are tracked apart by how they stand to the copy the output follows
+    # (`CopyFollower.relation`), in buckets N_BUCKETS * relation + bucket: a copy resuming
+    # where it left off is far likelier to go on than a chance repeat of a few tokens
+    # elsewhere while the output is editing a copy.
+    prior_in_line: tuple[float, ...] = (0.5, 0.5, 0.6, 0.7, 0.8, 0.85, 0.9, 0.9, 0.95, 0.95, 0.97, 0.97, 0.99,
+                                        0.99, 0.99)
+    prior_away: tuple[float, ...] = prior_fresh
+    # How copies behave while the output edits one carries over from call to call (a
+    # user's edits resemble each other); fresh matches are relearnt for each prompt.
+    keep_copy_stats: bool = True
+    copy_stats_decay: float = 0.99
+    follower: FollowerTuning = field(default_factory=FollowerTuning)
+
+    def with_options(self, **options: Any) -> "LookupTuning":
+        """A copy with fields replaced by name; follower fields are accepted too."""
+        follower = {k: options.pop(k) for k in list(options) if k in FollowerTuning.__dataclass_fields__}
+        unknown = [k for k in options if k not in LookupTuning.__dataclass_fields__]
+        if unknown:
+            raise ValueError(f"unknown lookup tuning {', '.join(unknown)}")
+        return replace(self, follower=replace(self.follower, **follower), **options)
 
 
 class _Hazard:
     """h per bucket: FRESH buckets restart with every prompt, IN_LINE and AWAY ones may be
     kept (one `_core.AcceptanceStats` each)."""
 
-    def __init__(self) -> None:
-        self._fresh = self._new(PRIOR_BY_BUCKET)
-        self._copies = self._new(PRIOR_IN_LINE + PRIOR_AWAY, COPY_STATS_DECAY)
+    def __init__(self, tuning: LookupTuning) -> None:
+        self.tuning = tuning
+        self._fresh = self._new(tuning.prior_fresh)
+        self._copies = self._new(tuning.prior_in_line + tuning.prior_away, tuning.copy_stats_decay)
 
-    @staticmethod
-    def _new(prior: tuple[float, ...], decay: float = -1.0) -> "_core.AcceptanceStats":
-        return _core.AcceptanceStats(list(prior), decay=STATS_DECAY if decay < 0 else decay,
-                                     prior_weight=STATS_PRIOR_WEIGHT)
+    def _new(self, prior: tuple[float, ...], decay: float | None = None) -> "_core.AcceptanceStats":
+        return _core.AcceptanceStats(list(prior), decay=self.tuning.stats_decay if decay is None else decay,
+                                     prior_weight=self.tuning.stats_prior_weight)
 
-    def restart(self, keep_copies: bool) -> None:
-        self._fresh = self._new(PRIOR_BY_BUCKET)
-        if not keep_copies:
-            self._copies = self._new(PRIOR_IN_LINE + PRIOR_AWAY, COPY_STATS_DECAY)
+    def restart(self) -> None:
+        self._fresh = self._new(self.tuning.prior_fresh)
+        if not self.tuning.keep_copy_stats:
+            self._copies = self._new(self.tuning.prior_in_line + self.tuning.prior_away,
+                                     self.tuning.copy_stats_decay)
 
     def alpha(self) -> list[float]:
         return list(self._fresh.alpha()) + list(self._copies.alpha())
@@ -116,20 +139,23 @@ class _Candidates:
     buckets: list[int]
 
 
-class PromptLookup:
+class PromptLookup(Proposer):
     """Prompt-lookup decoding as a `Generator` method.
 
     n_min, n_max: suffix lengths matched (longest first).
     max_draft: the deepest draft; max_candidates: the most continuations in one tree.
     length: a fixed draft length (no cost model, chain only); None lets the cost model choose.
     rewrites: learn edits the output makes to what it copies (a renamed identifier) and
-      draft later copies with them applied (`pyaccel.rewrites`).
+      draft later copies with them applied (`pyaccel.methods.lookup.rewrites`).
+    tuning: the learnt-acceptance and copy-following knobs (`LookupTuning`).
+    costs: a cost model to plan with instead of the target's measured one.
     """
 
     name = "lookup"
 
     def __init__(self, *, n_min: int = 1, n_max: int = 4, max_draft: int = 64, max_candidates: int = 4,
-                 length: int | None = None, rewrites: bool = True, progress: bool = True) -> None:
+                 length: int | None = None, rewrites: bool = True, tuning: LookupTuning | None = None,
+                 costs: CostModel | None = None) -> None:
         if not 1 <= n_min <= n_max:
             raise ValueError(f"need 1 <= n_min <= n_max, got n_min={n_min}, n_max={n_max}")
         if max_draft < 1 or max_candidates < 1:
@@ -139,43 +165,24 @@ class PromptLookup:
         self.max_candidates = max_candidates
         self.fixed_length = length
         self.rewrites = rewrites
-        self.progress = progress
-        self._curve: "_core.CostCurve | None" = None  # a fixed curve (set_cost)
-        self._costs: DecodeCosts | None = None  # the measured costs, by context depth
-        self._curves: dict[int, "_core.CostCurve"] = {}
+        self.tuning = tuning if tuning is not None else LookupTuning()
+        self._costs = costs
         self._n_seq_max = max_candidates
-        self.last_plan: "_core.TreePlan | None" = None
-        self._stats = _Hazard()
+        self._stats = _Hazard(self.tuning)
+        self._steps = self._drafting_steps = 0
 
-    def bind(self, target: "Model") -> None:  # noqa: F821
+    def bind(self, target: "Model") -> None:
         self._n_seq_max = target.backend.n_seq_max
-        if self.fixed_length is None and self._curve is None and self._costs is None:
-            self._costs = decode_costs(target.backend, progress=self.progress)
-
-    def set_cost(self, curve: "_core.CostCurve") -> None:
-        """Use a given cost curve at every depth (to study other devices)."""
-        self._curve, self._costs = curve, None
-
-    def _curve_at(self, depth: int) -> "_core.CostCurve":
-        """The cost curve behind `depth` cached tokens, per DEPTH_STEP."""
-        if self._curve is not None:
-            return self._curve
-        if self._costs is None:
-            raise RuntimeError("PromptLookup has no cost curve: use it through a Generator or call set_cost")
-        step = depth // DEPTH_STEP
-        if step not in self._curves:
-            self._curves[step] = _core.CostCurve(self._costs.relative_at(step * DEPTH_STEP + DEPTH_STEP // 2))
-        return self._curves[step]
+        if self.fixed_length is None and self._costs is None:
+            self._costs = target.costs
 
     def begin(self, prompt: list[int], sampling: SamplingConfig) -> None:
         self._index = _core.NgramIndex(self.n_min, self.n_max)
         self._index.append(np.asarray(prompt, dtype=np.int32))
         # P(next token still copies | k tokens agreed so far), per relation and bucket of k.
-        # How copies behave while the output edits one carries over from call to call (a
-        # user's edits resemble each other); fresh matches are relearnt for each prompt.
-        self._stats.restart(keep_copies=KEEP_COPY_STATS)
+        self._stats.restart()
         self._shadows = ShadowScorer()
-        self._follower = CopyFollower()
+        self._follower = CopyFollower(self.tuning.follower)
 
     # ---- drafting ------------------------------------------------------------------------
 
@@ -242,7 +249,7 @@ class PromptLookup:
         if depth < 1:
             return Draft.empty()
         branches = 1 if self.fixed_length is not None else min(self.max_candidates, self._n_seq_max)
-        tree = self._index.lookup(self.n_min, self.n_max, self.max_draft, branches, CONTEXT_CAP)
+        tree = self._index.lookup(self.n_min, self.n_max, self.max_draft, branches, self.tuning.context_cap)
         cands = self._candidates(tokens, tree)
         if not cands:
             return Draft.empty()
@@ -250,24 +257,26 @@ class PromptLookup:
             self._shadows.add(len(tokens), c.chain, _BucketObserver(self._stats, c.buckets))
         if self.fixed_length is not None:
             return Draft.chain(np.asarray(cands[-1].chain[:depth], dtype=np.int32))
-        curve = self._curve_at(len(tokens))
-        # Never a batch larger than measured: beyond the curve costs are guesses, and on a
-        # CPU one more token can cross a kernel tile (65 tokens cost 1.15x a measured 64).
-        nodes = min(budget, curve.measured - 1)
-        plans = [_core.tree_plan(curve, c.path_probs, c.parents, nodes) for c in cands]
+        if self._costs is None:
+            raise ValueError("PromptLookup needs a cost model: use it through a Generator, pass costs=, "
+                             "or give a fixed length=")
+        self._steps += 1
+        plans = [self._costs.tree(c.path_probs, c.parents, len(tokens), budget) for c in cands]
         best = max(range(len(cands)), key=lambda k: plans[k].expected_speedup)
         cand, plan = cands[best], plans[best]
-        self.last_plan = plan
         if len(plan.nodes) == 0:  # no draft beats plain decoding
             return Draft.empty()
+        self._drafting_steps += 1
         chosen = np.asarray(plan.nodes, dtype=np.int64)
         return Draft(cand.tokens[chosen], np.asarray(plan.parents, np.int32))
 
-    def observe(self, draft: Draft, accepted: list[int], next_token: int) -> None:
-        pass  # acceptance is learnt from the shadows, which cover every position
+    # Acceptance is learnt from the shadows, which cover every position: no observe().
 
     def end(self) -> None:
         self._shadows.clear()
+
+    def _counters(self) -> dict[str, float]:
+        return {"planned_steps": self._steps, "drafting_steps": self._drafting_steps}
 
 
 def _main_chain(tree: "_core.DraftTree") -> list[int]:

@@ -11,11 +11,11 @@ agreement starts again from one token, so drafts stay short for several steps.
 - where the output leaves the source, a search for where it comes back. The nearest
   point (<= max_span tokens skipped on either side) after which `resync` tokens agree
   is an edit: the skipped source span A and output span B are learnt as A -> B. Farther
-  on (<= MAX_SKIP source tokens, after <= MAX_NEW new output tokens) it is a resumption;
+  on (<= max_skip source tokens, after <= max_new new output tokens) it is a resumption;
 - drafts that continue the source with every confirmed edit applied, with the agreement
   counted through them; while the output is away, drafts from the nearest place ahead
   where its last tokens occur (a copy about to resume);
-- `relation`: whether a match continues a copy the output has taken >= STRONG_RUN tokens
+- `relation`: whether a match continues a copy the output has taken >= strong_run tokens
   from (through edits and resumptions), lies
   elsewhere, or no such copy is followed. Prompt lookup keeps acceptance apart for each.
 
@@ -24,27 +24,33 @@ An edit the output contradicts is dropped.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Sequence
 
-MAX_SPAN = 4  # longest source or output span of a learnt edit, in tokens
-RESYNC = 3  # agreeing tokens that re-establish the alignment after an edit
-MAX_REWRITES = 64
-# An edit drafts only once it has been seen this often: a chance re-alignment in prose
-# looks like an edit once, a rename recurs.
-MIN_SEEN = 2
-# Beyond a small edit the output may write something new (a typed signature, an added
-# docstring) or drop a block and then go on copying further ahead: the copy resumes within
-# MAX_SKIP source tokens of where it broke, after at most MAX_NEW new output tokens.
-MAX_SKIP = 64
-MAX_NEW = 160
-# An n-gram match elsewhere that agrees over this many tokens moves the followed copy
-# there even while the output is away from it (a reordered block).
-JUMP_AGREEMENT = 8
-# A copy the output has taken this many tokens from (through edits and resumptions) is a
-# real one (an edit's source), not a chance repeat: matches that resume it are tracked
-# apart from matches elsewhere.
-STRONG_RUN = 16
+@dataclass(frozen=True)
+class FollowerTuning:
+    """The knobs of `CopyFollower` (tokens unless said)."""
+
+    max_span: int = 4  # longest source or output span of a learnt edit
+    resync: int = 3  # agreeing tokens that re-establish the alignment after an edit
+    max_rewrites: int = 64
+    # An edit drafts only once it has been seen this often: a chance re-alignment in prose
+    # looks like an edit once, a rename recurs.
+    min_seen: int = 2
+    # Beyond a small edit the output may write something new (a typed signature, an added
+    # docstring) or drop a block and then go on copying further ahead: the copy resumes
+    # within max_skip source tokens of where it broke, after at most max_new new output tokens.
+    max_skip: int = 64
+    max_new: int = 160
+    # An n-gram match elsewhere that agrees over this many tokens moves the followed copy
+    # there even while the output is away from it (a reordered block).
+    jump_agreement: int = 8
+    # A copy the output has taken this many tokens from (through edits and resumptions) is
+    # a real one (an edit's source), not a chance repeat: matches that resume it are
+    # tracked apart from matches elsewhere.
+    strong_run: int = 16
+
+
 FRESH, IN_LINE, AWAY = 0, 1, 2  # see `CopyFollower.relation`
 
 
@@ -64,10 +70,6 @@ class _Anchor:
     agreement: int  # tokens agreeing up to and including these
     copied: int  # tokens the output copied from it so far, through edits and resumptions
 
-    @property
-    def strong(self) -> bool:
-        return _strong(self.copied)
-
 
 @dataclass
 class _Break:
@@ -77,20 +79,12 @@ class _Break:
     scanned: int  # output end positions already searched for a distant resumption
     copied: int
 
-    @property
-    def strong(self) -> bool:
-        return _strong(self.copied)
 
-
-def _strong(copied: int) -> bool:
-    return copied >= STRONG_RUN
-
-
-def _ahead(stream: Sequence[int], start: int, end: int, m: int) -> int | None:
-    """The first i in [start, start + MAX_SKIP] where stream[i:i + m] equals the m tokens
+def _ahead(stream: Sequence[int], start: int, end: int, m: int, max_skip: int) -> int | None:
+    """The first i in [start, start + max_skip] where stream[i:i + m] equals the m tokens
     ending at `end`, the two spans not overlapping; None if there is none."""
     gram = list(stream[end - m:end])
-    for i in range(start, min(start + MAX_SKIP, end - 2 * m) + 1):
+    for i in range(start, min(start + max_skip, end - 2 * m) + 1):
         if list(stream[i:i + m]) == gram:
             return i
     return None
@@ -99,14 +93,18 @@ def _ahead(stream: Sequence[int], start: int, end: int, m: int) -> int | None:
 class CopyFollower:
     """Anchor + learnt rewrites over one token stream (prompt + output so far)."""
 
-    def __init__(self, max_span: int = MAX_SPAN, resync: int = RESYNC) -> None:
-        self.max_span, self.resync = max_span, resync
+    def __init__(self, tuning: FollowerTuning = FollowerTuning(), **overrides: int) -> None:
+        self.tuning = replace(tuning, **overrides) if overrides else tuning
+        self.max_span, self.resync = self.tuning.max_span, self.tuning.resync
         self.rewrites: dict[tuple[int, ...], tuple[int, ...]] = {}
         self.seen: dict[tuple[int, ...], int] = {}
         self._anchor: _Anchor | None = None
         self._broke: _Break | None = None  # where the output left the followed copy
         self._pending: list[int] = []  # the rest of an edit's output span already begun
         self._firsts: set[int] = set()  # first source tokens of the learnt edits
+
+    def _strong(self, copied: int) -> bool:
+        return copied >= self.tuning.strong_run
 
     def _rewrite_at(self, stream: Sequence[int], i: int) -> tuple[tuple[int, ...], tuple[int, ...]] | None:
         """The learnt edit whose source span starts at stream[i], if any (the longest)."""
@@ -171,27 +169,27 @@ class CopyFollower:
                     continue
                 src = tuple(int(t) for t in stream[b.source:i])
                 out = tuple(int(t) for t in stream[b.out:j])
-                if src and (len(self.rewrites) < MAX_REWRITES or src in self.rewrites):
+                if src and (len(self.rewrites) < self.tuning.max_rewrites or src in self.rewrites):
                     same = self.rewrites.get(src) == out
                     self.rewrites[src] = out
                     self._firsts.add(src[0])
                     self.seen[src] = self.seen.get(src, 0) + 1 if same else 1
                 # Through a confirmed edit the copy goes on; a first-seen one may be chance.
-                carried = b.agreement if src and self.seen.get(src, 0) >= MIN_SEEN else 0
+                carried = b.agreement if src and self.seen.get(src, 0) >= self.tuning.min_seen else 0
                 self._resume(i + r - 1, j + r - 1, carried + r, b.copied + r)
                 return
         found = self._distant_resumption(stream, b, r)
         if found is not None:
             self._resume(found[0], found[1], r, b.copied + r)
-        elif n - b.out > MAX_NEW:
+        elif n - b.out > self.tuning.max_new:
             self._broke = None  # the output has moved on: nothing to follow
 
     def _distant_resumption(self, stream: Sequence[int], b: _Break, r: int) -> tuple[int, int] | None:
         """(source, output) indices ending the first r output tokens since the last scan
-        that equal r source tokens at most MAX_SKIP after the break (the nearest)."""
+        that equal r source tokens at most max_skip after the break (the nearest)."""
         n = len(stream)
         for end in range(max(b.scanned, b.out + r), n + 1):
-            i = _ahead(stream, b.source, end, r)
+            i = _ahead(stream, b.source, end, r, self.tuning.max_skip)
             if i is not None:
                 b.scanned = end
                 return i + r - 1, end - 1
@@ -219,7 +217,7 @@ class CopyFollower:
         (while the output is away from the followed copy, over more than `jump` tokens)."""
         if agreement < self.resync:
             return
-        if self._broke is not None and agreement < JUMP_AGREEMENT:
+        if self._broke is not None and agreement < self.tuning.jump_agreement:
             return
         if self._anchor is None or agreement > self._anchor.agreement:
             self._broke = None
@@ -231,10 +229,10 @@ class CopyFollower:
         copy is followed, IN_LINE when it continues that copy (it is the anchored source,
         or lies where the broken copy may resume), AWAY when it is somewhere else."""
         a, b = self._anchor, self._broke
-        if a is not None and a.strong:
+        if a is not None and self._strong(a.copied):
             return IN_LINE if source_end == a.source else AWAY
-        if b is not None and b.strong:
-            return IN_LINE if b.source - 1 <= source_end < b.source + MAX_SKIP else AWAY
+        if b is not None and self._strong(b.copied):
+            return IN_LINE if b.source - 1 <= source_end < b.source + self.tuning.max_skip else AWAY
         return FRESH
 
     # ---- drafting -------------------------------------------------------------------------
@@ -247,13 +245,13 @@ class CopyFollower:
             return None
         a = self._anchor
         if a is not None and a.out == len(stream) - 1:
-            return self._continue(stream, a.source + 1, list(self._pending[:limit]), a.agreement, a.strong,
+            return self._continue(stream, a.source + 1, list(self._pending[:limit]), a.agreement, self._strong(a.copied),
                                   limit)
         b = self._broke
-        if b is None or not b.strong:
+        if b is None or not self._strong(b.copied):
             return None
         for m in range(self.resync - 1, 0, -1):
-            i = _ahead(stream, b.source, len(stream), m)
+            i = _ahead(stream, b.source, len(stream), m, self.tuning.max_skip)
             if i is not None:
                 return self._continue(stream, i + m, [], m, True, limit)
         return None
@@ -262,7 +260,7 @@ class CopyFollower:
                   limit: int) -> Followed | None:
         while len(out) < limit and i < len(stream):
             hit = self._rewrite_at(stream, i)
-            if hit is not None and self.seen.get(hit[0], 0) >= MIN_SEEN:
+            if hit is not None and self.seen.get(hit[0], 0) >= self.tuning.min_seen:
                 out += hit[1]
                 i += len(hit[0])
             else:

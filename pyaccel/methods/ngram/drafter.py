@@ -9,7 +9,7 @@ Three `_core.NgramCache` count tables vote on the next tokens (`_core.ngram_cach
 
 The draft is a chain. Its length comes from the measured cost curve of the target
 (`_core.chain_plan`) and per-position acceptance learnt by shadow drafting
-(`pyaccel.shadow`), so on a device where a weak guess costs a full slot the drafter stays
+(`pyaccel.methods.shadow`), so on a device where a weak guess costs a full slot the drafter stays
 quiet until its drafts prove right.
 """
 
@@ -17,28 +17,23 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterator, Sequence, Union
+from typing import TYPE_CHECKING, Union
 
 import numpy as np
 
-from . import _core
-from .costs import decode_costs
-from .progress import Progress
-from .shadow import ShadowScorer
-from .types import Draft, SamplingConfig
+from ... import _core
+from ...cost_model import CostModel
+from ...types import Draft, SamplingConfig
+from ..base import Proposer
+from ..shadow import ShadowScorer
 
 if TYPE_CHECKING:
-    from .api import Model
+    from ...model import Model
 
 PathLike = Union[str, "os.PathLike[str]"]
 
 # The deepest shadow draft: the cache thresholds end most drafts well before this.
 DEFAULT_MAX_DRAFT = 16
-# What `pyaccel ngram build` reads when walking a directory.
-CORPUS_SUFFIXES = frozenset({
-    ".py", ".pyi", ".md", ".rst", ".txt", ".c", ".h", ".cc", ".cpp", ".hpp", ".js", ".ts",
-    ".java", ".go", ".rs", ".sh", ".toml", ".yaml", ".yml", ".json", ".html", ".css",
-})
 # ngram_cache_draft reads only this many trailing tokens (the widest n-gram a cache counts).
 _DRAFT_CONTEXT = _core.NgramCache().n_max
 
@@ -60,21 +55,22 @@ def save_cache(cache: "_core.NgramCache", path: PathLike) -> None:
         tmp.unlink(missing_ok=True)
 
 
-class NgramCacheDrafter:
+class NgramCacheDrafter(Proposer):
     """N-gram cache drafting (method "ngram") as a `Generator` method.
 
     static_path: a cache built from a corpus with `pyaccel ngram build` (same tokenizer).
     dynamic_path: where the dynamic cache lives; loaded at bind if it exists, saved after
       every generation. Without it the dynamic cache lasts as long as this object.
     max_draft: the deepest draft. length: a fixed draft length (no cost model).
-    thresholds: evidence a cache needs before it drafts (default: llama.cpp's).
+    thresholds: evidence a cache needs before it drafts (default: `_core.NgramDraftThresholds()`).
+    costs: a cost model to plan with instead of the target's measured one.
     """
 
     name = "ngram"
 
     def __init__(self, *, static_path: PathLike | None = None, dynamic_path: PathLike | None = None,
                  max_draft: int = DEFAULT_MAX_DRAFT, length: int | None = None,
-                 thresholds: "_core.NgramDraftThresholds | None" = None, progress: bool = True) -> None:
+                 thresholds: "_core.NgramDraftThresholds | None" = None, costs: CostModel | None = None) -> None:
         if max_draft < 1:
             raise ValueError(f"max_draft must be >= 1, got {max_draft}")
         if length is not None and not 0 <= length <= max_draft:
@@ -86,8 +82,7 @@ class NgramCacheDrafter:
         self.thresholds = thresholds if thresholds is not None else _core.NgramDraftThresholds()
         # A bad threshold table fails here, not at the first step of a generation.
         _core.ngram_cache_draft([], _core.NgramCache(), _core.NgramCache(), None, 0, self.thresholds)
-        self.progress = progress
-        self._curve: "_core.CostCurve | None" = None
+        self._costs = costs
         self._static: "_core.NgramCache | None" = None
         self._dynamic: "_core.NgramCache | None" = None
         self._context: "_core.NgramCache | None" = None
@@ -96,18 +91,13 @@ class NgramCacheDrafter:
         # generation: the acceptance learnt carries over too (decay lets it drift).
         self.acceptance = _core.AcceptanceStats(max_draft)
         self._shadows = ShadowScorer()
-        self.last_plan: "_core.ChainPlan | None" = None
 
     # ---- set-up ---------------------------------------------------------------------------
 
     def bind(self, target: "Model") -> None:
         self._load_caches()
-        if self.fixed_length is None and self._curve is None:
-            self._curve = decode_costs(target.backend, progress=self.progress).curve()
-
-    def set_cost(self, curve: "_core.CostCurve") -> None:
-        """Use a given cost curve (to study other devices)."""
-        self._curve = curve
+        if self.fixed_length is None and self._costs is None:
+            self._costs = target.costs
 
     def _load_caches(self) -> None:
         if self._dynamic is None:
@@ -139,9 +129,9 @@ class NgramCacheDrafter:
     # ---- the Proposer protocol ------------------------------------------------------------
 
     def begin(self, prompt: list[int], sampling: SamplingConfig) -> None:
-        if self._curve is None and self.fixed_length is None:
-            raise ValueError("NgramCacheDrafter needs a cost curve: use it through a Generator, "
-                             "call set_cost(curve), or give a fixed length=")
+        if self._costs is None and self.fixed_length is None:
+            raise ValueError("NgramCacheDrafter needs a cost model: use it through a Generator, "
+                             "pass costs=, or give a fixed length=")
         dynamic = self.dynamic_cache
         # Same n range as the dynamic cache, which it is merged into at the end.
         self._context = _core.NgramCache(dynamic.n_min, dynamic.n_max)
@@ -157,7 +147,7 @@ class NgramCacheDrafter:
         full = _core.ngram_cache_draft(tail, self._context, self.dynamic_cache, self._static,
                                        self.max_draft, self.thresholds)
         self._shadows.add(len(tokens), full, self.acceptance)
-        return Draft.chain(full[: self._draft_len(len(full), budget)])
+        return Draft.chain(full[: self._draft_len(len(full), budget, len(tokens))])
 
     def _count_new(self, tokens: list[int]) -> None:
         """Count the tokens committed since the last step. The update only needs the n_max
@@ -167,18 +157,16 @@ class NgramCacheDrafter:
         self._context.update(np.asarray(tokens[lo:], dtype=np.int32), self._counted - lo)
         self._counted = len(tokens)
 
-    def _draft_len(self, available: int, budget: int) -> int:
+    def _draft_len(self, available: int, budget: int, depth: int) -> int:
         limit = min(available, budget)
         if self.fixed_length is not None:
             return min(limit, self.fixed_length)
         if limit < 1:
             return 0
-        assert self._curve is not None
-        self.last_plan = _core.chain_plan(self._curve, self.acceptance.alpha()[:limit])
-        return self.last_plan.best_len
+        assert self._costs is not None
+        return self._costs.chain(self.acceptance.alpha(), depth, limit).best_len
 
-    def observe(self, draft: Draft, accepted: list[int], next_token: int) -> None:
-        pass  # acceptance is learnt from the shadows, which cover every position
+    # Acceptance is learnt from the shadows, which cover every position: no observe().
 
     def end(self) -> None:
         """Fold this generation into the dynamic cache and persist it."""
@@ -189,57 +177,3 @@ class NgramCacheDrafter:
         self._context = None
         if self.dynamic_path is not None:
             save_cache(self.dynamic_cache, self.dynamic_path)
-
-
-# ---- building a static cache from a corpus (`pyaccel ngram build`) --------------------------
-
-
-def corpus_files(paths: Sequence[PathLike]) -> list[Path]:
-    """Named files as given; directories walked (sorted, hidden ones skipped) for CORPUS_SUFFIXES."""
-    out: list[Path] = []
-    for raw in paths:
-        path = Path(raw)
-        if path.is_dir():
-            out.extend(sorted(_walk(path)))
-        elif path.is_file():
-            out.append(path)
-        else:
-            raise FileNotFoundError(f"corpus path {path} does not exist: give text files or directories")
-    if not out:
-        raise ValueError(f"no text files in {', '.join(map(str, paths))}: name files, or directories holding "
-                         f"{', '.join(sorted(CORPUS_SUFFIXES))} files")
-    return out
-
-
-def _walk(root: Path) -> Iterator[Path]:
-    for dirpath, dirnames, filenames in os.walk(root):
-        dirnames[:] = [d for d in dirnames if not d.startswith(".") and d != "__pycache__"]
-        for name in filenames:
-            if Path(name).suffix in CORPUS_SUFFIXES and not name.startswith("."):
-                yield Path(dirpath) / name
-
-
-def build_cache(model: "Model", files: list[Path], n_min: int = 1, n_max: int = 4,
-                progress: bool = True) -> tuple["_core.NgramCache", int]:
-    """Count every file's n-grams (each file its own stream); returns the cache and the
-    number of files skipped because they are not UTF-8 text."""
-    cache = _core.NgramCache(n_min, n_max)
-    total = sum(f.stat().st_size for f in files)
-    bar = Progress(f"tokenizing {len(files)} files", total) if progress else None
-    skipped = 0
-    for f in files:
-        data = f.read_bytes()
-        try:
-            text = data.decode("utf-8")
-        except UnicodeDecodeError:
-            skipped += 1
-            text = ""
-        if text:
-            # Corpus text is data: "<|im_start|>" in a file must not become a control token.
-            tokens = model.backend.tokenize(text, add_special=False, parse_special=False)
-            cache.update(np.asarray(tokens, dtype=np.int32), 0)
-        if bar:
-            bar.update(len(data))
-    if bar:
-        bar.close()
-    return cache, skipped

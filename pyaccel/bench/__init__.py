@@ -1,0 +1,1 @@
+"""`pyaccel bench`: suites, runners, the n-gram oracle, the replay tool, cost reports."""

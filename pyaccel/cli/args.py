@@ -1,0 +1,66 @@
+"""Arguments shared by every command that opens a model or names a method (generate,
+bench, and later chat and serve): one definition each, one way to turn them into objects."""
+
+from __future__ import annotations
+
+import argparse
+from typing import TYPE_CHECKING, Any
+
+from .. import defaults
+from ..methods import make_method, method_names
+from ..methods.spec import parse_spec
+
+if TYPE_CHECKING:
+    from ..methods.base import Proposer
+    from ..model import Model
+
+
+def add_model_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("-m", "--model", default=None,
+                   help="registry name or path to a .gguf (default: the registry default)")
+    p.add_argument("--n-ctx", type=int, default=defaults.N_CTX, help=f"context size (default {defaults.N_CTX})")
+    p.add_argument("--threads", type=int, default=None, help="CPU threads (default: all cores on small machines)")
+    p.add_argument("--n-gpu-layers", type=int, default=0, help="layers offloaded to a GPU build (-1: all)")
+    p.add_argument("--verbose", action="store_true", help="show llama.cpp's own log")
+
+
+def open_model(args: argparse.Namespace, **overrides: Any) -> "Model":
+    from ..model import Model
+
+    kwargs: dict[str, Any] = dict(n_ctx=args.n_ctx, n_threads=args.threads, n_gpu_layers=args.n_gpu_layers,
+                                  verbose=args.verbose)
+    kwargs.update(overrides)
+    return Model(args.model, **kwargs)
+
+
+def method_spec(text: str) -> str:
+    """argparse type of --method: a spec whose name is a known method."""
+    spec = parse_spec(text)
+    if spec.name not in method_names():
+        raise argparse.ArgumentTypeError(f"unknown method {spec.name!r}: choose one of {', '.join(method_names())}")
+    return text
+
+
+def add_method_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--method", default=defaults.METHOD, type=method_spec, metavar="SPEC",
+                   help=f"decoding method: {', '.join(method_names())}, with options as NAME:key=value,... "
+                        f"(default: {defaults.METHOD})")
+    p.add_argument("--draft-model", default=None, help="draft model for --method draft (default: the registry pair)")
+    p.add_argument("--draft-length", type=int, default=None,
+                   help="fixed draft length (default: chosen by the measured cost model)")
+    p.add_argument("--ngram-static", default=None, metavar="FILE",
+                   help="static cache for --method ngram (pyaccel ngram build)")
+    p.add_argument("--ngram-dynamic", default=None, metavar="FILE",
+                   help="dynamic cache for --method ngram: loaded if it exists, updated after the generation")
+
+
+def make_method_from_args(args: argparse.Namespace) -> "Proposer":
+    spec = parse_spec(args.method)
+    options: dict[str, Any] = {"length": args.draft_length}
+    if spec.name == "draft":
+        options["draft"] = args.draft_model
+    elif spec.name == "ngram":
+        options.update(static_path=args.ngram_static, dynamic_path=args.ngram_dynamic)
+    elif spec.name == "plain":
+        options = {}
+    return make_method(spec, **options)

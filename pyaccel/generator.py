@@ -1,0 +1,110 @@
+"""`Generator`: a decoding method over a Model, with the text / chat / streaming API."""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Iterator, Sequence
+
+from . import defaults
+from .decode import Request, run
+from .methods import make_method
+from .methods.base import Proposer
+from .model import Message, Model
+from .types import Result, SamplingConfig
+
+
+def _as_model(target: Model | str | os.PathLike[str]) -> Model:
+    return target if isinstance(target, Model) else Model(target)
+
+
+def _as_proposer(method: str | Proposer | None) -> Proposer:
+    if method is None:
+        method = defaults.METHOD
+    if isinstance(method, str):
+        return make_method(method)
+    if not isinstance(method, Proposer):
+        raise TypeError(f"method must be a method name or a pyaccel.Proposer subclass instance, "
+                        f"got {type(method).__name__}: derive your proposer from pyaccel.Proposer")
+    return method
+
+
+def _stops(stop: str | Sequence[str] | None) -> list[str]:
+    if stop is None:
+        return []
+    if isinstance(stop, str):
+        return [stop]
+    if not isinstance(stop, (list, tuple)) or not all(isinstance(s, str) for s in stop):
+        raise TypeError(f"stop must be a string or a list of strings, got {stop!r}")
+    return list(stop)
+
+
+class Generator:
+    """Generates text from `target` with a decoding method (None: plain decoding).
+
+    `method` is a proposer object (e.g. `pyaccel.DraftModel(...)`) or a method spec such as
+    "lookup" or "draft:length=3". Calls on the same Generator reuse the cached common prompt
+    prefix.
+    """
+
+    def __init__(self, target: Model | str | os.PathLike[str], method: str | Proposer | None = None) -> None:
+        self.target = _as_model(target)
+        self.method: Proposer = _as_proposer(method)
+        self.method.bind(self.target)
+
+    def _request(self, prompt: str | Sequence[int], max_tokens: int, stop: str | Sequence[str] | None,
+                 sampling: SamplingConfig) -> Request:
+        if isinstance(prompt, str):
+            if not prompt:
+                raise ValueError("the prompt is empty: give at least one character of text")
+            tokens = self.target.tokenize(prompt)
+        else:
+            tokens = [int(t) for t in prompt]
+        return Request(prompt=tokens, max_tokens=max_tokens, sampling=sampling, stop=_stops(stop))
+
+    def stream(
+        self,
+        prompt: str | Sequence[int],
+        *,
+        max_tokens: int = defaults.MAX_TOKENS,
+        temperature: float = defaults.TEMPERATURE,
+        top_k: int = defaults.TOP_K,
+        top_p: float = defaults.TOP_P,
+        min_p: float = defaults.MIN_P,
+        seed: int | None = None,
+        stop: str | Sequence[str] | None = None,
+    ) -> Iterator[str | Result]:
+        """Yield text pieces as they are decided, then the `Result`."""
+        sampling = SamplingConfig(temperature=temperature, top_k=top_k, top_p=top_p, min_p=min_p, seed=seed)
+        sampling.validate()
+        req = self._request(prompt, max_tokens, stop, sampling)
+        yield from run(self.target.backend, self.target.cache, self.method, req)
+
+    def generate(self, prompt: str | Sequence[int], **kwargs: Any) -> Result:
+        """Generate a completion of `prompt`; keyword arguments as for `stream`."""
+        return _last(self.stream(prompt, **kwargs))
+
+    def chat_stream(self, messages: Sequence[Message], **kwargs: Any) -> Iterator[str | Result]:
+        """`stream` over the model's chat template applied to `messages`."""
+        return self.stream(self.target.chat_prompt(messages), **kwargs)
+
+    def chat(self, messages: Sequence[Message], **kwargs: Any) -> Result:
+        """`generate` over the model's chat template applied to `messages`."""
+        return _last(self.chat_stream(messages, **kwargs))
+
+    def reset(self) -> None:
+        """Forget every cached prefix (the target's and the method's), so the next call
+        prefills from scratch."""
+        self.target.cache.truncate(0)
+        self.method.reset()
+
+    def close(self) -> None:
+        """Release what the method opened (the target Model stays open)."""
+        self.method.close()
+
+
+def _last(items: Iterator[str | Result]) -> Result:
+    result = None
+    for item in items:
+        result = item
+    assert isinstance(result, Result)
+    return result

@@ -1,0 +1,69 @@
+"""`TargetCache`: the one record of what sequence 0 of a model's KV cache holds.
+
+Every Model owns exactly one, whichever role it plays (the target of a Generator or the
+draft of another); its token list is written only here. It lets a prompt that shares a
+prefix with the last one (multi-turn chat, repeated system prompts, a draft model
+catching up with the target) skip what is already cached.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Sequence
+
+if TYPE_CHECKING:
+    from .backend import LlamaBackend
+
+
+def common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
+    n = 0
+    for x, y in zip(a, b):
+        if x != y:
+            break
+        n += 1
+    return n
+
+
+class TargetCache:
+    """Tokens in sequence 0 of one backend's KV cache, at positions 0..n - 1."""
+
+    def __init__(self, backend: "LlamaBackend") -> None:
+        self.backend = backend
+        self._tokens: list[int] = []
+
+    def __len__(self) -> int:
+        return len(self._tokens)
+
+    @property
+    def tokens(self) -> tuple[int, ...]:
+        return tuple(self._tokens)
+
+    def prefill(self, prompt: Sequence[int]) -> int:
+        """Bring the cache to `prompt`; return how many prompt tokens were already there.
+        The last prompt token is always evaluated, so `backend.logits_rows()[-1]` is its row."""
+        common = min(common_prefix(self._tokens, prompt), len(prompt) - 1)
+        self.truncate(common)
+        self.backend.prefill(prompt[common:], start_pos=common)
+        self._tokens = list(prompt)
+        return common
+
+    def append(self, token: int) -> None:
+        """Decode one token at the end of sequence 0 (its logits row is the backend's last)."""
+        self.backend.decode([token], [len(self._tokens)])
+        self._tokens.append(int(token))
+
+    def record(self, tokens: Sequence[int]) -> None:
+        """The decode loop has left `tokens` in sequence 0 right after what is recorded."""
+        self._tokens.extend(int(t) for t in tokens)
+
+    def truncate(self, n: int) -> None:
+        """Keep the first n tokens: every cell at a position >= n goes, in every sequence."""
+        self.backend.kv_remove(-1, n, -1)
+        del self._tokens[n:]
+
+    def settle(self, tokens: Sequence[int]) -> None:
+        """After a generation (finished or interrupted mid-step): the cache holds `tokens`
+        in sequence 0 and nothing else. Cells of other sequences (a draft tree's paths, an
+        auxiliary window) are dropped; recorded tokens beyond `tokens` are truncated."""
+        n = min(common_prefix(self._tokens, tokens), len(tokens))
+        self.backend.kv_keep(0)
+        self.truncate(n)

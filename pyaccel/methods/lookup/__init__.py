@@ -1,0 +1,8 @@
+"""Prompt lookup: the proposer (`proposer`) and its copy follower with learnt edits (`rewrites`)."""
+
+from __future__ import annotations
+
+from .proposer import LookupTuning, PromptLookup
+from .rewrites import CopyFollower, FollowerTuning
+
+__all__ = ["CopyFollower", "FollowerTuning", "LookupTuning", "PromptLookup"]
