@@ -12,6 +12,7 @@ from .errors import (
     IncompatibleModelsError,
     ModelLoadError,
     ModelNotFoundError,
+    ModelOutputError,
     PullError,
     PyaccelError,
 )
@@ -38,6 +39,7 @@ __all__ = [
     "Model",
     "ModelLoadError",
     "ModelNotFoundError",
+    "ModelOutputError",
     "NgramCacheDrafter",
     "NoDraft",
     "PromptLookup",

@@ -19,7 +19,7 @@ import ctypes
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 import numpy.typing as npt
@@ -31,6 +31,17 @@ from llama_cpp.llama_chat_format import Jinja2ChatFormatter
 from .errors import ContextOverflowError, ModelLoadError
 
 GGUF_MAGIC = b"GGUF"
+
+
+@llama_cpp.llama_log_callback
+def _quiet_log(level: int, text: bytes, user_data: ctypes.c_void_p) -> None:
+    """llama.cpp's log goes nowhere unless a Model asks for verbose=True."""
+
+
+def _set_llama_log(verbose: bool) -> None:
+    """llama.cpp has one log callback per process: the last Model opened decides."""
+    llama_logger.set_verbose(verbose)
+    llama_cpp.llama_log_set(llama_logger.llama_log_callback if verbose else _quiet_log, ctypes.c_void_p(0))
 
 
 def default_threads() -> int:
@@ -99,8 +110,10 @@ class LlamaBackend:
         self.config = config
         self._model = None
         self._ctx = None
+        # Tests inject faults here: applied to every logits view before anyone reads it.
+        self.logits_hook: Callable[[npt.NDArray[np.float32]], npt.NDArray[np.float32]] | None = None
         check_gguf_file(self.path)
-        llama_logger.set_verbose(config.verbose)
+        _set_llama_log(config.verbose)
         llama_cpp.llama_backend_init()
         self._load(config)
 
@@ -242,7 +255,8 @@ class LlamaBackend:
         """Zero-copy [n_outputs, n_vocab] view of the last decode's logits; valid until the next decode."""
         self._require_open()
         ptr = llama_cpp.llama_get_logits(self._ctx)
-        return np.ctypeslib.as_array(ptr, shape=(self._n_out, self.n_vocab))
+        rows = np.ctypeslib.as_array(ptr, shape=(self._n_out, self.n_vocab))
+        return rows if self.logits_hook is None else self.logits_hook(rows)
 
     def embeddings_rows(self) -> npt.NDArray[np.float32]:
         """Zero-copy [n_outputs, n_embd] final hidden states (needs embeddings=True)."""

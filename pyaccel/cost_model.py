@@ -17,20 +17,24 @@ tile (a 65-token verification measured 1.15x what the curve extrapolated from 64
 
 from __future__ import annotations
 
+import json
 from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 
 from . import _core
-from .costs import DecodeCosts, decode_costs, measure_decode_costs
+from .costs import DecodeCosts, cost_file, cost_key, decode_costs, measure_decode_costs, save_json
 
 if TYPE_CHECKING:
     from .backend import LlamaBackend
 
 # Plans use the curve of the context depth in steps of this many tokens.
 DEPTH_STEP = 128
-# Timings of one token per model when a draft-token cost is measured (least of these).
-TOKEN_COST_REPEATS = 5
+# A draft-token cost is the median of this many ratios, each timing the draft and the
+# target one after the other (least of TOKEN_COST_REPEATS passes each), so that a burst of
+# load on a shared machine moves one ratio, not the decision.
+TOKEN_COST_ROUNDS = 5
+TOKEN_COST_REPEATS = 3
 
 
 class CostModel:
@@ -99,7 +103,18 @@ class CostModel:
         return measure_decode_costs(backend, max_batch=1, repeats=TOKEN_COST_REPEATS, progress=False,
                                     deep=False).token_s
 
-    def relative_token_cost(self, target: "LlamaBackend", draft: "LlamaBackend") -> float:
-        """One `draft` token's decode time over one `target` token's, both timed now, one
-        after the other, so a busy machine slows both alike."""
-        return self.token_s(draft) / self.token_s(target)
+    def relative_token_cost(self, target: "LlamaBackend", draft: "LlamaBackend", remeasure: bool = False) -> float:
+        """One `draft` token's decode time over one `target` token's: measured once per
+        model pair, device and threads (cached on disk beside the cost curves), so the
+        decision it feeds is the same from one run to the next."""
+        st = draft.path.stat()
+        path = cost_file(f"{cost_key(target, 1)}--draft-{draft.path.name}-{st.st_size}-t{draft.n_threads}")
+        if path.is_file() and not remeasure:
+            try:
+                return float(json.loads(path.read_text(encoding="utf-8"))["relative"])
+            except (ValueError, KeyError, TypeError):
+                pass  # a damaged file is measured again
+        ratios = sorted(self.token_s(draft) / self.token_s(target) for _ in range(TOKEN_COST_ROUNDS))
+        relative = ratios[len(ratios) // 2]
+        save_json(path, {"relative": relative, "ratios": ratios})
+        return relative

@@ -176,15 +176,23 @@ def _sweep(backend: LlamaBackend, start: int, sizes: list[int], repeats: int, ba
     return seconds
 
 
-def _cost_file(key: str) -> Path:
+def cost_file(key: str) -> Path:
     return cache_dir() / "costs" / f"{key}.json"
+
+
+def save_json(path: Path, data: object) -> None:
+    """Write atomically: a concurrent reader sees the old file or the new one, never half."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(f".{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(data, indent=1), encoding="utf-8")
+    os.replace(tmp, path)
 
 
 def decode_costs(backend: LlamaBackend, *, max_batch: int = MAX_MEASURED_BATCH, remeasure: bool = False,
                  progress: bool = True) -> DecodeCosts:
     """The cached curve for this model and device, measured on first use (or when asked)."""
     key = cost_key(backend, max_batch)
-    path = _cost_file(key)
+    path = cost_file(key)
     if path.is_file() and not remeasure:
         try:
             data = json.loads(path.read_text(encoding="utf-8"))
@@ -195,8 +203,5 @@ def decode_costs(backend: LlamaBackend, *, max_batch: int = MAX_MEASURED_BATCH, 
         except (ValueError, KeyError, TypeError):
             pass  # a damaged cache file is measured again
     costs = measure_decode_costs(backend, max_batch=max_batch, progress=progress)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(f".{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(asdict(costs), indent=1), encoding="utf-8")
-    os.replace(tmp, path)
+    save_json(path, asdict(costs))
     return costs

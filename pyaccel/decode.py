@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import os
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Iterator, Sequence
 
@@ -29,7 +30,7 @@ import numpy as np
 
 from . import _core
 from .backend import Detokenizer, LlamaBackend
-from .errors import ContextOverflowError
+from .errors import ContextOverflowError, ModelOutputError
 from .kvcache import TargetCache
 from .stops import StopMatcher
 from .types import Draft, Result, SamplingConfig, Stats, StepOutcome
@@ -113,10 +114,22 @@ class _Pass:
 
 def check_draft(draft: Draft, budget: int, n_vocab: int, name: str) -> None:
     """A proposer's output is the caller's input: refuse what would corrupt the pass."""
+    if not isinstance(draft, Draft):
+        raise TypeError(f"proposer {name!r} returned {type(draft).__name__}, not a pyaccel.Draft")
+    for what, arr in (("tokens", draft.tokens), ("parents", draft.parents)):
+        if not isinstance(arr, np.ndarray) or arr.dtype.kind not in "iu" or arr.ndim != 1:
+            raise TypeError(f"proposer {name!r}: draft {what} must be a 1-D int array (np.int32), got "
+                            f"{getattr(arr, 'dtype', type(arr).__name__)}")
     if len(draft) > budget:
         raise ValueError(f"proposer {name!r} drafted {len(draft)} nodes, over its budget {budget}")
     if draft.parents.shape != draft.tokens.shape:
         raise ValueError(f"proposer {name!r} gave {len(draft.parents)} parents for {len(draft)} tokens")
+    if draft.q is not None and (not isinstance(draft.q, np.ndarray) or draft.q.shape != (len(draft) + 1, n_vocab)):
+        raise ValueError(f"proposer {name!r}: q must be a float32 array of shape ({len(draft) + 1}, {n_vocab}) "
+                         f"(one draft distribution per node and one at the root), got {getattr(draft.q, 'shape', None)}")
+    if draft.layout is not None and draft.layout.n_nodes != len(draft):
+        raise ValueError(f"proposer {name!r}: the precomputed layout has {draft.layout.n_nodes} nodes, "
+                         f"the draft {len(draft)}")
     toks = draft.tokens if draft.aux is None else np.concatenate((draft.tokens, draft.aux.tokens))
     if toks.size and (int(toks.min()) < 0 or int(toks.max()) >= n_vocab):
         raise ValueError(f"proposer {name!r} drafted token ids outside the vocabulary 0..{n_vocab - 1}")
@@ -212,7 +225,9 @@ def _step(backend: LlamaBackend, cache: TargetCache, proposer: "Proposer", st: _
     te = time.perf_counter()
     p = _evaluate(backend, root, draft, n_past)
     tv = time.perf_counter()
-    res = _core.verify_tree(p.logits[: 1 + len(draft)], draft.tokens, draft.parents, st.params, st.rng, draft.q)
+    with _model_output(draft):
+        res = _core.verify_tree(p.logits[: 1 + len(draft)], draft.tokens, draft.parents, st.params, st.rng,
+                                draft.q)
     tc = time.perf_counter()
     stats = st.stats
     stats.draft_s += te - td
@@ -227,6 +242,20 @@ def _step(backend: LlamaBackend, cache: TargetCache, proposer: "Proposer", st: _
     stats.record_draft(p.depth_counts, len(tokens))
     proposer.observe(outcome)
     return tokens + [outcome.next_token]
+
+
+@contextmanager
+def _model_output(draft: Draft | None) -> Iterator[None]:
+    """Non-finite logits come from the model, not from the caller: say so."""
+    try:
+        yield
+    except ValueError as exc:
+        if "target_logits" in str(exc) and "NaN or inf" in str(exc) or draft is None and "NaN" in str(exc):
+            raise ModelOutputError(
+                "the model produced NaN or inf logits; the model file may be damaged or the llama.cpp "
+                f"build faulty for this device (try n_gpu_layers=0, or another quantisation): {exc}"
+            ) from None
+        raise
 
 
 def _validate(backend: LlamaBackend, req: Request) -> None:
@@ -261,7 +290,8 @@ def run(backend: LlamaBackend, cache: TargetCache, proposer: "Proposer", req: Re
         # hence which token a seeded draw picks: a seeded run always prefills afresh.
         cache.truncate(0)
     st.stats.cached_prompt_tokens = cache.prefill(req.prompt)
-    first = _core.sample(backend.logits_rows()[-1], st.params, st.rng)
+    with _model_output(None):
+        first = _core.sample(backend.logits_rows()[-1], st.params, st.rng)
     t1 = time.perf_counter()
     st.stats.prefill_s = t1 - t0
     proposer.begin(list(req.prompt), req.sampling)

@@ -25,3 +25,7 @@ class IncompatibleModelsError(PyaccelError, ValueError):
 
 class ContextOverflowError(PyaccelError, ValueError):
     """The prompt (plus what is asked to be generated) does not fit the context."""
+
+
+class ModelOutputError(PyaccelError, ValueError):
+    """The model produced something unusable (NaN or inf logits)."""

@@ -43,13 +43,15 @@ class Generator:
 
     `method` is a proposer object (e.g. `pyaccel.DraftModel(...)`) or a method spec such as
     "lookup" or "draft:length=3". Calls on the same Generator reuse the cached common prompt
-    prefix.
+    prefix. Calls on one Model from several threads (through any of its Generators) run
+    one at a time, in arrival order.
     """
 
     def __init__(self, target: Model | str | os.PathLike[str], method: str | Proposer | None = None) -> None:
         self.target = _as_model(target)
         self.method: Proposer = _as_proposer(method)
-        self.method.bind(self.target)
+        with self.target.turn():  # binding may measure costs on the target's context
+            self.method.bind(self.target)
 
     def _request(self, prompt: str | Sequence[int], max_tokens: int, stop: str | Sequence[str] | None,
                  sampling: SamplingConfig) -> Request:
@@ -77,7 +79,8 @@ class Generator:
         sampling = SamplingConfig(temperature=temperature, top_k=top_k, top_p=top_p, min_p=min_p, seed=seed)
         sampling.validate()
         req = self._request(prompt, max_tokens, stop, sampling)
-        yield from run(self.target.backend, self.target.cache, self.method, req)
+        with self.target.turn():
+            yield from run(self.target.backend, self.target.cache, self.method, req)
 
     def generate(self, prompt: str | Sequence[int], **kwargs: Any) -> Result:
         """Generate a completion of `prompt`; keyword arguments as for `stream`."""
@@ -94,8 +97,9 @@ class Generator:
     def reset(self) -> None:
         """Forget every cached prefix (the target's and the method's), so the next call
         prefills from scratch."""
-        self.target.cache.truncate(0)
-        self.method.reset()
+        with self.target.turn():
+            self.target.cache.truncate(0)
+            self.method.reset()
 
     def close(self) -> None:
         """Release what the method opened (the target Model stays open)."""

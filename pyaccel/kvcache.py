@@ -37,6 +37,10 @@ class TargetCache:
     def tokens(self) -> tuple[int, ...]:
         return tuple(self._tokens)
 
+    def common_prefix(self, tokens: Sequence[int]) -> int:
+        """How many leading tokens of `tokens` are cached already."""
+        return common_prefix(self._tokens, tokens)
+
     def prefill(self, prompt: Sequence[int]) -> int:
         """Bring the cache to `prompt`; return how many prompt tokens were already there.
         The last prompt token is always evaluated, so `backend.logits_rows()[-1]` is its row."""

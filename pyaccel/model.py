@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 from pathlib import Path
 from typing import Any, Mapping, Sequence
@@ -10,6 +11,7 @@ from . import defaults, registry
 from .backend import ContextConfig, LlamaBackend
 from .cost_model import CostModel
 from .kvcache import TargetCache
+from .turns import TurnLock
 
 Message = Mapping[str, Any]
 
@@ -48,6 +50,13 @@ class Model:
         self.cache = TargetCache(self.backend)
         self.progress = progress
         self._costs: CostModel | None = None
+        self._turns = TurnLock()
+
+    def turn(self) -> "contextlib.AbstractContextManager[None]":
+        """Exclusive use of this model's context; callers from other threads wait in
+        arrival order (llama.cpp's context is not thread-safe). Generators take it for
+        every generation; take it yourself around direct backend calls."""
+        return self._turns.turn()
 
     @property
     def costs(self) -> CostModel:
@@ -55,6 +64,9 @@ class Model:
         disk per model file, device, threads and offload). Assign a `CostModel.fixed(...)`
         to study another device's curve."""
         if self._costs is None:
+            # A measurement needs room in the context: it starts from an empty cache (the
+            # prefix of the last prompt is dropped once), so any context size works.
+            self.cache.truncate(0)
             self._costs = CostModel.of(self.backend, progress=self.progress)
         return self._costs
 
@@ -64,8 +76,12 @@ class Model:
 
     @property
     def registry_spec(self) -> registry.ModelSpec | None:
+        """The registry entry of this model, by name or, opened by path, by file name and size."""
         models = registry.load_registry().models
-        return models.get(self.name)
+        if self.name in models:
+            return models[self.name]
+        size = self.path.stat().st_size
+        return next((s for s in models.values() if s.file == self.path.name and s.size == size), None)
 
     @property
     def n_vocab(self) -> int:

@@ -10,7 +10,8 @@ device where drafting cannot pay, the method drafts nothing.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import time
+from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 
@@ -27,6 +28,30 @@ if TYPE_CHECKING:
 
 # Separates the draft's random stream from the target's under one user seed.
 DRAFT_SEED_SALT = 0x5DEECE66D
+# Catching the draft model up costs this much of one draft-token decode per token before
+# it is measured (batched prefill: 64 tokens cost ~23-28 single tokens on a 2-core CPU).
+CATCH_UP_PRIOR = 0.4
+# Only drafting whose perfect-acceptance speedup clears plain decoding by this margin is
+# considered at all, so a few noisy timings cannot flip the decision from run to run.
+CAN_PAY_MARGIN = 0.05
+
+
+def probe_pays(costs: CostModel, depth: int, lag: int, idle_steps: int, draft_cost: float, catch_cost: float,
+               alpha: Sequence[float], probe_len: int, share: float) -> bool:
+    """May a probe (a short draft while the plan says "draft nothing") run now?
+
+    Its net cost, in target-token decodes: catching the draft model up over `lag` tokens
+    (catch_cost each), its probe_len draft steps (draft_cost each) and the wider
+    verification (t[probe_len + 1] - t[1]), less the tokens it is expected to win
+    (prod alpha). It runs only when that is at most `share` of the plain decoding time of
+    the idle steps since the last probe, so probing can slow generation by ~share at most.
+    """
+    if probe_len < 1:
+        return False
+    curve = costs.curve(depth)
+    wins = float(np.sum(np.cumprod(np.asarray(list(alpha)[:probe_len], dtype=np.float64))))
+    cost = lag * catch_cost + probe_len * draft_cost + curve.cost_at(probe_len + 1) - curve.cost_at(1) - wins
+    return cost <= share * idle_steps
 
 
 class DraftModel(Proposer):
@@ -37,9 +62,13 @@ class DraftModel(Proposer):
     min_prob: stop drafting once the draft's chosen token has probability below this.
     length: a fixed draft length (switches the cost model off); None lets the cost model choose.
     tree: also propose the draft's second choice as a sibling where its probability >= branch_prob.
-    probe_every, probe_len: when the plan says "draft nothing", force a draft of probe_len
-      tokens every probe_every steps, so that improving acceptance is noticed.
+    probe_every, probe_len, probe_share: when the plan says "draft nothing", draft
+      probe_len tokens after at least probe_every steps, and only when the probe (the
+      draft's catch-up included) costs at most probe_share of those steps' time, so that
+      improving acceptance is noticed without slowing generation.
     costs: a cost model to plan with instead of the target's measured one.
+    draft_cost: one draft token's decode time over one target token's (default: measured
+      once per model pair and device, cached on disk).
     """
 
     name = "draft"
@@ -55,6 +84,7 @@ class DraftModel(Proposer):
         branch_prob: float = 0.2,
         probe_every: int = 64,
         probe_len: int = 2,
+        probe_share: float = 0.02,
         costs: CostModel | None = None,
         draft_cost: float | None = None,
     ) -> None:
@@ -70,7 +100,8 @@ class DraftModel(Proposer):
         self.fixed_length = length
         self.tree = tree
         self.branch_prob = branch_prob
-        self.probe_every, self.probe_len = probe_every, probe_len
+        self.probe_every, self.probe_len, self.probe_share = probe_every, probe_len, probe_share
+        self._catch_cost: float | None = None  # per token, in target-token decodes (learnt)
         self.model: "Model | None" = None
         self._costs = costs
         self.draft_cost = draft_cost
@@ -116,25 +147,43 @@ class DraftModel(Proposer):
         self._params = sampling_params(sampling)
         self._rng = new_rng(sampling.seed, DRAFT_SEED_SALT)
 
-    def _plan_length(self, budget: int, depth: int) -> int:
+    def _plan_length(self, budget: int, depth: int, lag: int) -> int:
+        """Tokens to draft this step, every cost counted: the draft's catch-up over the
+        `lag` tokens it has not seen, its own steps, and the wider verification."""
         if self.fixed_length is not None:
             return min(self.fixed_length, budget)
         assert self._costs is not None and self.draft_cost is not None, "DraftModel is not bound to a target"
         limit = min(self.max_draft, budget)
-        # If even a draft that is always accepted cannot beat plain decoding here, never
-        # draft nor probe: catching the draft up alone would cost more than it could win.
-        if limit < 1 or not self._costs.can_pay(depth, self.max_draft, self.draft_cost):
+        # If even a draft that is always accepted cannot clearly beat plain decoding here,
+        # never draft nor probe.
+        perfect = self._costs.chain([1.0] * self.max_draft, depth, self.max_draft, self.draft_cost)
+        if limit < 1 or perfect.expected_speedup < 1.0 + CAN_PAY_MARGIN:
             return 0
+        catch = self._catch_per_token() * lag
         plan = self._costs.chain(self._stats.alpha(), depth, limit, self.draft_cost)
-        if plan.best_len > 0:
+        if plan.best_len > 0 and plan.expected_tokens / (plan.expected_cost + catch) > 1.0:
             self._idle_steps = 0
             return plan.best_len
         self._idle_steps += 1
-        if self._idle_steps >= self.probe_every:
+        if self._idle_steps >= self.probe_every and probe_pays(
+                self._costs, depth, lag, self._idle_steps, self.draft_cost, self._catch_per_token(),
+                self._stats.alpha(), min(self.probe_len, limit), self.probe_share):
             self._idle_steps = 0
             self._probes += 1
             return min(self.probe_len, limit)
         return 0
+
+    def _catch_per_token(self) -> float:
+        assert self.draft_cost is not None
+        return self._catch_cost if self._catch_cost is not None else CATCH_UP_PRIOR * self.draft_cost
+
+    def _note_catch_up(self, n: int, seconds: float) -> None:
+        """Learn what a caught-up token costs, relative to one target token."""
+        token_s = self._costs.measured.token_s if self._costs is not None and self._costs.measured else None
+        if n < 8 or token_s is None:
+            return
+        per_token = seconds / n / token_s
+        self._catch_cost = per_token if self._catch_cost is None else 0.8 * self._catch_cost + 0.2 * per_token
 
     def _choose(self, row: np.ndarray) -> tuple[int, float, np.ndarray | None]:
         """Pick the draft token from one logits row: (token, its probability, q row or None)."""
@@ -163,12 +212,15 @@ class DraftModel(Proposer):
         return _core.sample_probs(rest, self._rng)
 
     def propose(self, tokens: list[int], budget: int) -> Draft:
-        n = self._plan_length(budget, len(tokens))
+        assert self.model is not None, "DraftModel is not bound to a target"
+        cache = self.model.cache
+        lag = len(tokens) - cache.common_prefix(tokens)
+        n = self._plan_length(budget, len(tokens), lag)
         if n == 0:
             return Draft.empty()
-        assert self.model is not None
-        cache = self.model.cache
+        t0 = time.perf_counter()
         cache.prefill(tokens)  # catch up: evaluates what the draft has not seen yet
+        self._note_catch_up(lag, time.perf_counter() - t0)
         backend = self.model.backend
         chain: list[int] = []
         parents: list[int] = []
@@ -215,6 +267,7 @@ class DraftModel(Proposer):
 
     def _counters(self) -> dict[str, float]:
         return {"draft_cost": self.draft_cost if self.draft_cost is not None else float("nan"),
+                "catch_up_cost": self._catch_per_token() if self.draft_cost is not None else float("nan"),
                 "probes": self._probes}
 
 

@@ -1,0 +1,52 @@
+"""One generation at a time per Model, in arrival order.
+
+llama.cpp's context is not thread-safe: two decodes on one context at once abort the
+process. Every call that touches a Model's context (a generation, binding a method that
+measures costs) takes the Model's turn first; callers from other threads wait, first come
+first served. A thread that already holds the turn (an unfinished stream it is still
+iterating) gets a clear error instead of waiting for itself forever.
+"""
+
+from __future__ import annotations
+
+import threading
+from contextlib import contextmanager
+from typing import Iterator
+
+
+class TurnLock:
+    """A FIFO lock that knows its holder."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._next_ticket = 0
+        self._serving = 0
+        self._owner: int | None = None
+
+    @contextmanager
+    def turn(self) -> Iterator[None]:
+        me = threading.get_ident()
+        with self._cond:
+            if self._owner == me:
+                raise RuntimeError(
+                    "this thread already has a generation open on this model (an unfinished stream): "
+                    "iterate it to the end or close() it before starting another"
+                )
+            ticket = self._next_ticket
+            self._next_ticket += 1
+            while self._serving != ticket:
+                self._cond.wait()
+            self._owner = me
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._owner = None
+                self._serving += 1
+                self._cond.notify_all()
+
+    @property
+    def waiting(self) -> int:
+        """Callers queued behind the current holder (the holder not counted)."""
+        with self._cond:
+            return max(0, self._next_ticket - self._serving - (1 if self._owner is not None else 0))
