@@ -92,9 +92,10 @@ class CostModel:
         n = max(0, min(limit, self.max_nodes(depth)))
         return _core.tree_plan(self.curve(depth), path_probs, parents, n)
 
-    def can_pay(self, depth: int, limit: int, draft_cost: float) -> bool:
-        """Could a chain that is always accepted beat plain decoding here?"""
-        return self.chain([1.0] * max(limit, 0), depth, limit, draft_cost).best_len > 0
+    def can_pay(self, depth: int, limit: int, draft_cost: float, margin: float = 0.0) -> bool:
+        """Could a chain that is always accepted beat plain decoding here (by `margin`)?"""
+        plan = self.chain([1.0] * max(limit, 0), depth, limit, draft_cost)
+        return plan.best_len > 0 and plan.expected_speedup > 1.0 + margin
 
     # ---- the cost of drafting ---------------------------------------------------------------
 

@@ -147,18 +147,19 @@ class DraftModel(Proposer):
         self._params = sampling_params(sampling)
         self._rng = new_rng(sampling.seed, DRAFT_SEED_SALT)
 
-    def _plan_length(self, budget: int, depth: int, lag: int) -> int:
+    def _plan_length(self, budget: int, tokens: list[int]) -> int:
         """Tokens to draft this step, every cost counted: the draft's catch-up over the
-        `lag` tokens it has not seen, its own steps, and the wider verification."""
+        tokens it has not seen, its own steps, and the wider verification."""
         if self.fixed_length is not None:
             return min(self.fixed_length, budget)
         assert self._costs is not None and self.draft_cost is not None, "DraftModel is not bound to a target"
-        limit = min(self.max_draft, budget)
+        limit, depth = min(self.max_draft, budget), len(tokens)
         # If even a draft that is always accepted cannot clearly beat plain decoding here,
-        # never draft nor probe.
-        perfect = self._costs.chain([1.0] * self.max_draft, depth, self.max_draft, self.draft_cost)
-        if limit < 1 or perfect.expected_speedup < 1.0 + CAN_PAY_MARGIN:
+        # never draft nor probe (and never scan the history for the draft's lag).
+        if limit < 1 or not self._costs.can_pay(depth, self.max_draft, self.draft_cost, CAN_PAY_MARGIN):
             return 0
+        assert self.model is not None
+        lag = len(tokens) - self.model.cache.common_prefix(tokens)
         catch = self._catch_per_token() * lag
         plan = self._costs.chain(self._stats.alpha(), depth, limit, self.draft_cost)
         if plan.best_len > 0 and plan.expected_tokens / (plan.expected_cost + catch) > 1.0:
@@ -214,13 +215,12 @@ class DraftModel(Proposer):
     def propose(self, tokens: list[int], budget: int) -> Draft:
         assert self.model is not None, "DraftModel is not bound to a target"
         cache = self.model.cache
-        lag = len(tokens) - cache.common_prefix(tokens)
-        n = self._plan_length(budget, len(tokens), lag)
+        n = self._plan_length(budget, tokens)
         if n == 0:
             return Draft.empty()
         t0 = time.perf_counter()
-        cache.prefill(tokens)  # catch up: evaluates what the draft has not seen yet
-        self._note_catch_up(lag, time.perf_counter() - t0)
+        cached = cache.prefill(tokens)  # catch up: evaluates what the draft has not seen yet
+        self._note_catch_up(len(tokens) - cached, time.perf_counter() - t0)
         backend = self.model.backend
         chain: list[int] = []
         parents: list[int] = []
