@@ -12,7 +12,8 @@ import pytest
 import pyaccel
 from pyaccel.bench.costs_report import curve_table, flat_curve, plan_table
 from pyaccel.bench.oracle import accept_lengths, oracle_cost, oracle_speedup
-from pyaccel.bench.runner import BenchConfig, markdown_table, report_dict, run_bench, summarize
+from pyaccel.bench.report import bench_setup, markdown_table, report_dict, summarize
+from pyaccel.bench.runner import BenchConfig, run_bench
 from pyaccel.bench.runners import parse_methods
 from pyaccel.bench.suites import find_questions, load_suite, shipped_records
 from pyaccel.methods.spec import MethodSpec, parse_spec, parse_value
@@ -224,17 +225,25 @@ def test_plan_table_drafts_where_verification_is_cheap() -> None:
 @pytest.mark.model
 def test_bench_smoke(gemma: pyaccel.Model, tmp_path: Path) -> None:
     config = BenchConfig(suites=["edit"], methods=parse_methods("plain,lookup"), max_tokens=8, prompts=1, oracle=True)
-    results = run_bench(gemma, config, stream=None)  # gemma has no chat template: raw text prompts
+    bench = run_bench(gemma, config, stream=None)  # gemma has no chat template: raw text prompts
+    results = bench.prompts
     assert len(results) == 1
     runs = {r.method: r for r in results[0].runs}
     assert set(runs) == {"plain", "lookup"}
     assert runs["plain"].speedup == 1.0 and runs["plain"].identical
     assert len(runs["plain"].run.tokens) == 8 and runs["plain"].run.tokens_per_s > 0
     prompt = gemma.tokenize(results[0].prompt.text)
-    assert_greedy_equivalent(gemma, prompt, runs["plain"].run.tokens, runs["lookup"].run.tokens)
+    # The bench's own verdict agrees with the tests' lossless check.
+    assert assert_greedy_equivalent(gemma, prompt, runs["plain"].run.tokens, runs["lookup"].run.tokens) == \
+        runs["lookup"].identical
+    assert not bench.real_differences()
     assert results[0].oracle_speedup is not None and results[0].oracle_speedup >= 1.0
     table = markdown_table(summarize(results))
     assert "| edit | lookup |" in table and "| edit | oracle |" in table
+    assert set(bench.memory) == {"plain", "lookup"}
     out = tmp_path / "bench.json"
-    out.write_text(json.dumps(report_dict(gemma, config, results)))
-    assert json.loads(out.read_text())["prompts"][0]["runs"][0]["tokens"]
+    out.write_text(json.dumps(report_dict(bench_setup(gemma, config), bench)))
+    report = json.loads(out.read_text())
+    assert report["prompts"][0]["runs"][0]["tokens"]
+    assert report["setup"]["model_file"]["sha256"] == gemma.registry_spec.sha256
+    assert {"plain", "lookup"} == set(report["memory"])

@@ -4,13 +4,21 @@ from __future__ import annotations
 
 import argparse
 import json
+import shlex
+import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from .runner import BENCH_MAX_TOKENS, BenchConfig, load_prompts, markdown_table, report_dict, run_bench, summarize
 from ..cli.args import add_model_args, open_model
+from .runner import BENCH_MAX_TOKENS, BenchConfig, BenchResults, load_prompts, run_bench
 from .runners import parse_methods
 
+if TYPE_CHECKING:
+    from ..model import Model
+
 DEFAULT_METHODS = "plain,lookup,draft"
+# Exit status when a method's output really differs from plain decoding's (usage errors exit 2).
+EXIT_REAL_DIFFERENCE = 1
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -29,7 +37,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--rounds", type=int, default=1, help="times every method runs on every prompt (default 1)")
     p.add_argument("--questions", default=None,
                    help="Spec-Bench question file (default: ../shared/data/spec_bench_questions.jsonl)")
-    p.add_argument("--json", default=None, metavar="OUT", help="write every per-prompt result to this JSON file")
+    p.add_argument("--json", default=None, metavar="OUT",
+                   help="write every per-prompt result, memory per method and the machine and model fingerprints "
+                        "to this JSON file")
+    p.add_argument("--markdown", default=None, metavar="OUT",
+                   help="write the command, machine, model and result tables to this Markdown file")
+    p.add_argument("--plot", default=None, metavar="OUT.png",
+                   help="draw the median speedup per suite per method to this image (needs pyaccel[plot])")
     p.add_argument("--oracle", action="store_true",
                    help="also compute the n-gram oracle bound per prompt and each method's share of it")
     p.add_argument("--costs", action="store_true",
@@ -37,11 +51,55 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--draft-model", default=None, help="draft model of draft methods and --costs (default: the registry pair)")
 
 
+def _write(path: str, text: str) -> None:
+    out = Path(path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(text, encoding="utf-8")
+
+
+def _command_line() -> str | None:
+    """The command as typed, for --markdown; None when the bench was not started as `pyaccel bench`."""
+    return "pyaccel " + shlex.join(sys.argv[1:]) if sys.argv[1:2] == ["bench"] else None
+
+
+def write_outputs(args: argparse.Namespace, model: "Model", config: BenchConfig, results: BenchResults) -> int:
+    """Print the summary, write --json / --markdown / --plot; the exit status (a real difference: non-zero)."""
+    from .report import (
+        bench_setup,
+        markdown_report,
+        markdown_table,
+        real_difference_lines,
+        report_dict,
+        summarize,
+    )
+
+    rows = summarize(results.prompts)
+    print(f"{model.name}, {model.backend.n_threads} threads, greedy, at most {config.max_tokens} tokens, "
+          f"{config.rounds} round(s); speedup: decode tokens/s over plain's on the same prompt\n")
+    print(markdown_table(rows))
+    setup = bench_setup(model, config, list(results.memory))
+    if args.json:
+        _write(args.json, json.dumps(report_dict(setup, results), indent=1))
+    if args.markdown:
+        _write(args.markdown, markdown_report(results, setup, _command_line()))
+    if args.plot:
+        from .plot import plot_speedups
+
+        plot_speedups(rows, Path(args.plot), f"{model.name}: speedup over plain")
+    real = real_difference_lines(results)
+    for line in real:
+        print(f"pyaccel: output differs from plain decoding: {line}", file=sys.stderr)
+    return EXIT_REAL_DIFFERENCE if real else 0
+
+
 def command(args: argparse.Namespace) -> int:
     from .costs_report import costs_report
+    from .plot import INSTALL_HINT, available
 
     if not args.costs and not args.suite:
         raise ValueError("no suite given: add --suite code, edit, specbench, specbench:CATEGORY or a .jsonl file (or --costs)")
+    if args.plot and not available():
+        raise ValueError(INSTALL_HINT)  # before the run, not after an hour of it
     config = BenchConfig(suites=args.suite, methods=parse_methods(args.methods), max_tokens=args.max_tokens,
                          prompts=args.prompts, rounds=args.rounds, questions=args.questions, oracle=args.oracle,
                          draft_model=args.draft_model)
@@ -51,11 +109,4 @@ def command(args: argparse.Namespace) -> int:
             print(costs_report(model, args.draft_model))
             return 0
         results = run_bench(model, config, prompts=prompts)
-        print(f"{model.name}, {model.backend.n_threads} threads, greedy, at most {config.max_tokens} tokens, "
-              f"{config.rounds} round(s); speedup: decode tokens/s over plain's on the same prompt\n")
-        print(markdown_table(summarize(results)))
-        if args.json:
-            out = Path(args.json)
-            out.parent.mkdir(parents=True, exist_ok=True)
-            out.write_text(json.dumps(report_dict(model, config, results), indent=1), encoding="utf-8")
-    return 0
+        return write_outputs(args, model, config, results)

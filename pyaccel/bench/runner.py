@@ -1,22 +1,27 @@
-"""`pyaccel bench`: tokens/s, speedup, tau and acceptance of decoding methods over prompt suites.
+"""`pyaccel bench`: tokens/s, speedup, tau, acceptance, output equality and memory of decoding methods.
 
 Greedy decoding. For each prompt every method runs in a rotating order (so drift in the
 machine's speed hits all methods alike), after the target cache is emptied (so each run
 prefills the same way). Speeds are decode-phase only. The speedup of a run is its tokens/s
-over plain decoding's on the same prompt in the same round. Results: a Markdown table of
-per-suite medians, and every per-prompt number as JSON.
+over plain decoding's on the same prompt in the same round; its output is classified
+against plain decoding's (`equality`). Resident memory is measured around binding each
+method and around each run (`memory`). Summaries and reports: `report`.
 """
 
 from __future__ import annotations
 
-import statistics
 import sys
-from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Sequence, TextIO
+from dataclasses import dataclass, field
+from functools import partial
+from typing import TYPE_CHECKING, Callable, Mapping, Sequence, TextIO
 
+from ..generator import Generator
+from ..methods.base import Proposer
 from ..methods.spec import MethodSpec
+from . import memory
+from .equality import Equality, PlainGaps, Verdict, classify
 from .oracle import oracle_speedup
-from .runners import PLAIN, Run, Runner, make_runner
+from .runners import PLAIN, Run, Runner, make_runner, proposer_runner
 from .suites import BenchPrompt, load_suite
 
 if TYPE_CHECKING:
@@ -57,7 +62,11 @@ class MethodRun:
     round: int
     run: Run
     speedup: float
-    identical: bool
+    verdict: Verdict
+
+    @property
+    def identical(self) -> bool:
+        return self.verdict.equality is Equality.IDENTICAL
 
 
 @dataclass
@@ -69,18 +78,15 @@ class PromptResult:
 
 
 @dataclass
-class SummaryRow:
-    suite: str
-    method: str
-    prompts: int
-    median_speedup: float
-    min_speedup: float
-    median_tau: float | None
-    median_acceptance: float | None
-    identical: int
-    total: int
-    median_tokens_per_s: float | None
-    of_oracle: float | None = None
+class BenchResults:
+    """Every prompt's runs, and per method label the memory it added (`memory.MethodMemory`)."""
+
+    prompts: list[PromptResult]
+    memory: dict[str, memory.MethodMemory] = field(default_factory=dict)
+
+    def real_differences(self) -> list[tuple[PromptResult, MethodRun]]:
+        """The runs whose output differs from plain decoding's where plain's choice was clear."""
+        return [(pr, r) for pr in self.prompts for r in pr.runs if r.verdict.equality is Equality.REAL]
 
 
 class _Log:
@@ -108,22 +114,27 @@ def _has_chat_template(model: "Model") -> bool:
     return True
 
 
-def _measure_round(runners: Sequence[Runner], prompt: list[int], max_tokens: int, rnd: int, shift: int,
-                   log: _Log) -> list[MethodRun]:
-    """Every runner once, starting at runners[shift % len]; speedups against plain's run."""
+def _measure_round(model: "Model", runners: Sequence[Runner], prompt: list[int], max_tokens: int, rnd: int,
+                   shift: int, mem: Mapping[str, memory.MethodMemory], log: _Log) -> list[MethodRun]:
+    """Every runner once, starting at runners[shift % len]; speedups and equality against plain's run."""
     k = shift % len(runners)
     runs: dict[str, Run] = {}
     for runner in list(runners[k:]) + list(runners[:k]):
-        run = runner.run(prompt, max_tokens)
+        with memory.RunPeak(mem[runner.label]):
+            run = runner.run(prompt, max_tokens)
         runs[runner.label] = run
         tau = f", tau {run.tau:.2f}" if run.tau is not None else ""
         log(f"    {runner.label}: {len(run.tokens)} tokens, {run.tokens_per_s:.2f} tok/s{tau}")
     plain = runs[PLAIN]
+    gaps = PlainGaps(model, prompt, plain.tokens)
     out = []
     for label in (r.label for r in runners):
         run = runs[label]
         speedup = run.tokens_per_s / plain.tokens_per_s if plain.tokens_per_s > 0 else 0.0
-        out.append(MethodRun(label, rnd, run, speedup, run.tokens == plain.tokens))
+        verdict = classify(plain.tokens, run.tokens, gaps)
+        if verdict.equality is not Equality.IDENTICAL:
+            log(f"    {label}: {verdict.describe()}")
+        out.append(MethodRun(label, rnd, run, speedup, verdict))
     return out
 
 
@@ -132,13 +143,55 @@ def _oracle_curve(model: "Model") -> Callable[[int], list[float]]:
     return model.costs.relative_at
 
 
-def _bench_prompt(runners: Sequence[Runner], bp: BenchPrompt, tokens: list[int],
-                  config: BenchConfig, index: int, log: _Log) -> PromptResult:
+def _bench_prompt(model: "Model", runners: Sequence[Runner], bp: BenchPrompt, tokens: list[int],
+                  config: BenchConfig, index: int, mem: Mapping[str, memory.MethodMemory], log: _Log) -> PromptResult:
     result = PromptResult(bp, len(tokens))
     for rnd in range(config.rounds):
         log(f"  round {rnd + 1}/{config.rounds}")
-        result.runs += _measure_round(runners, tokens, config.max_tokens, rnd, index + rnd, log)
+        result.runs += _measure_round(model, runners, tokens, config.max_tokens, rnd, index + rnd, mem, log)
     return result
+
+
+def _needed(prompt: Sequence[int], config: BenchConfig) -> int:
+    """Context positions a run on `prompt` may reach."""
+    return len(prompt) + config.max_tokens + DRAFT_ROOM
+
+
+def _warm_target(model: "Model", depth: int) -> None:
+    """Prefill `depth` tokens with plain decoding: the target's weights, buffers and KV cache
+    pages up to the deepest position the bench reaches become resident before any method's
+    memory is measured, so that no method is charged for them."""
+    warm = model.tokenize("Hello")
+    depth = max(len(warm), min(depth, model.n_ctx - 1))
+    target = Generator(model, PLAIN)
+    target.generate((warm * (depth // len(warm) + 1))[:depth], max_tokens=1, temperature=0.0)
+    target.reset()
+
+
+def _bind_runners(model: "Model", factories: Sequence[Callable[[], Runner]], runners: list[Runner],
+                  mem: dict[str, memory.MethodMemory]) -> None:
+    """Create and warm up each runner (first decodes allocate buffers and fault in the
+    weights), measuring the resident memory each adds; appends to `runners` as it goes so
+    that the caller closes what was opened even when one fails."""
+    warm = model.tokenize("Hello")
+    base = memory.sample()
+    for factory in factories:
+        before = memory.sample()
+        runner = factory()
+        runners.append(runner)
+        runner.run(warm, WARMUP_TOKENS)
+        mem[runner.label] = memory.bind_memory(base, before, memory.sample())
+
+
+def _factories(model: "Model", config: BenchConfig,
+               proposers: Mapping[str, Callable[[], Proposer]]) -> list[Callable[[], Runner]]:
+    out: list[Callable[[], Runner]] = [partial(make_runner, spec, model, config.draft_model) for spec in config.methods]
+    taken = [spec.label for spec in config.methods]
+    for label in proposers:
+        if label in taken:
+            raise ValueError(f"method label {label!r} is given twice: label your proposer differently")
+    out += [partial(proposer_runner, label, model, make) for label, make in proposers.items()]
+    return out
 
 
 def load_prompts(config: BenchConfig) -> list[BenchPrompt]:
@@ -148,104 +201,37 @@ def load_prompts(config: BenchConfig) -> list[BenchPrompt]:
 
 
 def run_bench(model: "Model", config: BenchConfig, stream: TextIO | None = sys.stderr,
-              prompts: Sequence[BenchPrompt] | None = None) -> list[PromptResult]:
-    """Measure every method of `config` on `prompts` (default: its suites'); progress goes to `stream`."""
+              prompts: Sequence[BenchPrompt] | None = None,
+              proposers: Mapping[str, Callable[[], Proposer]] | None = None) -> BenchResults:
+    """Measure every method of `config` on `prompts` (default: its suites'); progress goes to `stream`.
+
+    `proposers` adds methods of your own: label -> a function making a fresh Proposer."""
     prompts = load_prompts(config) if prompts is None else prompts
     log = _Log(stream)
     templated = _has_chat_template(model)
     if not templated:
         log(f"{model.name} has no chat template: prompts are given as raw text")
     curve = _oracle_curve(model) if config.oracle else None
+    tokenized = [(bp, _chat_tokens(model, bp.text, templated)) for bp in prompts]
+    deepest = max((n for n in (_needed(t, config) for _, t in tokenized) if n <= model.n_ctx), default=0)
     runners: list[Runner] = []
+    mem: dict[str, memory.MethodMemory] = {}
     try:
-        for spec in config.methods:
-            runners.append(make_runner(spec, model, config.draft_model))
-        warm = model.tokenize("Hello")
-        for runner in runners:  # first decodes allocate buffers and fault in the weights
-            runner.run(warm, WARMUP_TOKENS)
+        _warm_target(model, deepest)
+        _bind_runners(model, _factories(model, config, proposers or {}), runners, mem)
         results = []
-        for i, bp in enumerate(prompts):
-            tokens = _chat_tokens(model, bp.text, templated)
+        for i, (bp, tokens) in enumerate(tokenized):
             log(f"[{i + 1}/{len(prompts)}] {bp.suite} {bp.id} ({len(tokens)} prompt tokens)")
-            if len(tokens) + config.max_tokens + DRAFT_ROOM > model.n_ctx:
-                log(f"  skipped: it needs {len(tokens) + config.max_tokens + DRAFT_ROOM} of the context's "
+            if _needed(tokens, config) > model.n_ctx:
+                log(f"  skipped: it needs {_needed(tokens, config)} of the context's "
                     f"{model.n_ctx} tokens (raise --n-ctx)")
                 continue
-            result = _bench_prompt(runners, bp, tokens, config, i, log)
+            result = _bench_prompt(model, runners, bp, tokens, config, i, mem, log)
             if curve is not None:
                 plain = next(r.run for r in result.runs if r.method == PLAIN)
                 result.oracle_speedup = oracle_speedup(tokens, plain.tokens, curve)
             results.append(result)
-        return results
+        return BenchResults(results, mem)
     finally:
         for runner in runners:
             runner.close()
-
-
-# ---- summaries ---------------------------------------------------------------------------
-
-
-def _median(values: Sequence[float | None]) -> float | None:
-    kept = [v for v in values if v is not None]
-    return statistics.median(kept) if kept else None
-
-
-def _method_row(suite: str, method: str, results: Sequence[PromptResult]) -> SummaryRow:
-    per_prompt = [[r for r in pr.runs if r.method == method] for pr in results]
-    speedups = [statistics.median(r.speedup for r in runs) for runs in per_prompt]
-    oracle = [s / pr.oracle_speedup for s, pr in zip(speedups, results) if pr.oracle_speedup]
-    flat = [r for runs in per_prompt for r in runs]
-    return SummaryRow(
-        suite, method, len(results), statistics.median(speedups), min(speedups),
-        _median([r.run.tau for r in flat]), _median([r.run.acceptance_rate for r in flat]),
-        sum(r.identical for r in flat), len(flat), _median([r.run.tokens_per_s for r in flat]),
-        _median(oracle),
-    )
-
-
-def summarize(results: Sequence[PromptResult]) -> list[SummaryRow]:
-    """Per suite and method: medians over prompts (a prompt's speedup: its median over rounds)."""
-    rows = []
-    suites = list(dict.fromkeys(pr.prompt.suite for pr in results))
-    for suite in suites:
-        in_suite = [pr for pr in results if pr.prompt.suite == suite]
-        methods = list(dict.fromkeys(r.method for r in in_suite[0].runs))
-        rows += [_method_row(suite, m, in_suite) for m in methods]
-        bounds = [pr.oracle_speedup for pr in in_suite if pr.oracle_speedup is not None]
-        if bounds:
-            rows.append(SummaryRow(suite, ORACLE, len(bounds), statistics.median(bounds), min(bounds),
-                                   None, None, 0, 0, None))
-    return rows
-
-
-def _fmt(value: float | None, spec: str) -> str:
-    return "-" if value is None else format(value, spec)
-
-
-def markdown_table(rows: Sequence[SummaryRow]) -> str:
-    with_oracle = any(r.of_oracle is not None for r in rows)
-    head = ["suite", "method", "median speedup", "min", "median tau", "accept", "identical", "tok/s"]
-    head += ["of oracle"] if with_oracle else []
-    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    for r in rows:
-        cells = [r.suite, r.method, f"{r.median_speedup:.2f}x", f"{r.min_speedup:.2f}x",
-                 _fmt(r.median_tau, ".2f"), _fmt(r.median_acceptance, ".2f"),
-                 f"{r.identical}/{r.total}" if r.total else "-", _fmt(r.median_tokens_per_s, ".2f")]
-        cells += [_fmt(r.of_oracle, ".2f")] if with_oracle else []
-        lines.append("| " + " | ".join(cells) + " |")
-    return "\n".join(lines)
-
-
-def report_dict(model: "Model", config: BenchConfig, results: Sequence[PromptResult]) -> dict[str, Any]:
-    """Everything measured, for --json: the set-up, the summary rows and every run."""
-    prompts = []
-    for pr in results:
-        runs = [{"method": r.method, "round": r.round, "speedup": r.speedup, "identical": r.identical,
-                 "tokens_per_s": r.run.tokens_per_s, **asdict(r.run)} for r in pr.runs]
-        prompts.append({"suite": pr.prompt.suite, "id": pr.prompt.id, "copy": pr.prompt.copy,
-                        "source": pr.prompt.source, "prompt_tokens": pr.prompt_tokens,
-                        "oracle_speedup": pr.oracle_speedup, "runs": runs})
-    setup = {"model": model.name, "path": str(model.path), "n_ctx": model.n_ctx,
-             "n_threads": model.backend.n_threads, "max_tokens": config.max_tokens, "rounds": config.rounds,
-             "suites": list(config.suites), "methods": [m.label for m in config.methods]}
-    return {"setup": setup, "summary": [asdict(r) for r in summarize(results)], "prompts": prompts}

@@ -8,10 +8,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from time import perf_counter
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Callable, Protocol
 
 from ..generator import Generator
 from ..methods import make_method, method_names
+from ..methods.base import Proposer
 from ..methods.spec import MethodSpec, parse_specs
 
 if TYPE_CHECKING:
@@ -39,7 +40,9 @@ def parse_methods(text: str) -> list[MethodSpec]:
 @dataclass
 class Run:
     """One generation. decoded: tokens committed after the first one (an end-of-generation
-    token included), in decode_s seconds."""
+    token included), in decode_s seconds. The decode time split (pyaccel methods only; None
+    for the peers): target_s in the target's forward passes, draft_s proposing, verify_s
+    verifying, overhead_s the rest (committing, feedback to the method, detokenizing)."""
 
     tokens: list[int]
     decoded: int
@@ -47,6 +50,10 @@ class Run:
     tau: float | None = None
     acceptance_rate: float | None = None
     acceptance_per_position: list[float] | None = None
+    target_s: float | None = None
+    draft_s: float | None = None
+    verify_s: float | None = None
+    overhead_s: float | None = None
 
     @property
     def tokens_per_s(self) -> float:
@@ -76,9 +83,12 @@ class PyaccelRunner:
         res = self.generator.generate(prompt, max_tokens=max_tokens, temperature=0.0)
         s = res.stats
         drafted = s.drafted > 0
+        # Stats.overhead_s holds everything outside the target's passes and drafting,
+        # verification included; the bench reports verification apart.
         return Run(res.tokens, s.decoded_tokens, s.decode_s, s.tau,
                    s.acceptance_rate if drafted else None,
-                   s.acceptance_per_position if drafted else None)
+                   s.acceptance_per_position if drafted else None,
+                   s.target_s, s.draft_s, s.verify_s, max(0.0, s.overhead_s - s.verify_s))
 
     def close(self) -> None:
         self.generator.close()
@@ -149,3 +159,10 @@ def make_runner(spec: MethodSpec, model: "Model", draft_model: str | None = None
             raise ValueError(f"{model.name!r} has no registry draft model: pass --draft-model NAME_OR_PATH "
                              "(or write draft:draft=NAME_OR_PATH in --methods), or leave draft out of --methods")
     return PyaccelRunner(spec.label, model, Generator(model, make_method(MethodSpec(spec.label, spec.name, options))))
+
+
+def proposer_runner(label: str, model: "Model", make: Callable[[], Proposer]) -> Runner:
+    """A runner for a proposer of your own (the bench's Python API); `make` returns a fresh one."""
+    if label == PLAIN or label in PEERS:
+        raise ValueError(f"{label!r} names a built-in bench method: give your proposer another label")
+    return PyaccelRunner(label, model, Generator(model, make()))
