@@ -11,14 +11,13 @@ import pytest
 
 import pyaccel
 from pyaccel.bench.costs_report import curve_table, flat_curve, plan_table
+from pyaccel.bench.equality import Equality
 from pyaccel.bench.oracle import accept_lengths, oracle_cost, oracle_speedup
 from pyaccel.bench.report import bench_setup, markdown_table, report_dict, summarize
 from pyaccel.bench.runner import BenchConfig, run_bench
 from pyaccel.bench.runners import parse_methods
 from pyaccel.bench.suites import find_questions, load_suite, shipped_records
 from pyaccel.methods.spec import MethodSpec, parse_spec, parse_value
-
-from lossless import assert_greedy_equivalent
 
 # ---- the oracle ------------------------------------------------------------------------
 
@@ -232,10 +231,9 @@ def test_bench_smoke(gemma: pyaccel.Model, tmp_path: Path) -> None:
     assert set(runs) == {"plain", "lookup"}
     assert runs["plain"].speedup == 1.0 and runs["plain"].identical
     assert len(runs["plain"].run.tokens) == 8 and runs["plain"].run.tokens_per_s > 0
-    prompt = gemma.tokenize(results[0].prompt.text)
-    # The bench's own verdict agrees with the tests' lossless check.
-    assert assert_greedy_equivalent(gemma, prompt, runs["plain"].run.tokens, runs["lookup"].run.tokens) == \
-        runs["lookup"].identical
+    # Lookup is lossless: the bench's own check (tests/test_bench_equality.py holds it against
+    # the tests' lossless helper) finds no real difference.
+    assert runs["lookup"].verdict.equality in (Equality.IDENTICAL, Equality.NEAR_TIE)
     assert not bench.real_differences()
     assert results[0].oracle_speedup is not None and results[0].oracle_speedup >= 1.0
     table = markdown_table(summarize(results))
