@@ -1,4 +1,4 @@
-"""The `pyaccel` command line: generate text and manage the model registry."""
+"""The `pyaccel` command line: generate text, chat, serve, and manage the model registry."""
 
 from __future__ import annotations
 
@@ -66,6 +66,14 @@ def _add_bench(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> No
     add_arguments(sub.add_parser("bench", help="measure decoding methods' speedups over prompt suites"))
 
 
+def _add_chat_and_serve(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
+    from ..server.cli import add_arguments as add_serve
+    from .chat import add_arguments as add_chat
+
+    add_chat(sub.add_parser("chat", help="chat with a model in the terminal"))
+    add_serve(sub.add_parser("serve", help="serve a model over an OpenAI-compatible HTTP API (pyaccel[server])"))
+
+
 def _version() -> str:
     from .. import __version__
 
@@ -80,6 +88,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_models(sub)
     _add_ngram(sub)
     _add_bench(sub)
+    _add_chat_and_serve(sub)
     return parser
 
 
@@ -180,6 +189,13 @@ def _cmd_bench(args: argparse.Namespace) -> int:
     return command(args)
 
 
+def _cmd_chat_or_serve(args: argparse.Namespace) -> int:
+    from ..server.cli import command as serve
+    from .chat import command as chat
+
+    return chat(args) if args.cmd == "chat" else serve(args)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
@@ -189,6 +205,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _cmd_ngram(args)
         if args.cmd == "bench":
             return _cmd_bench(args)
+        if args.cmd in ("chat", "serve"):
+            return _cmd_chat_or_serve(args)
         return _cmd_generate(args)
     except (PyaccelError, ValueError, FileNotFoundError) as exc:
         print(f"pyaccel: error: {exc}", file=sys.stderr)

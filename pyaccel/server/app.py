@@ -1,0 +1,275 @@
+"""The OpenAI-compatible HTTP API over one Model: routes, authentication, limits, streaming.
+
+    GET  /health                live, with the queue's load (no key needed)
+    GET  /v1/models             the model ids served (one per method served)
+    POST /v1/completions        text completion of a prompt
+    POST /v1/chat/completions   the model's chat template over the messages
+
+Every generation goes through the Scheduler (one at a time, in arrival order); a stream
+is Server-Sent Events ending with `data: [DONE]`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import json
+import time
+import uuid
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Any, AsyncIterator, Mapping, TypeVar
+
+from pydantic import BaseModel, ValidationError
+from sse_starlette.sse import EventSourceResponse
+from starlette.applications import Starlette
+from starlette.background import BackgroundTask
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from ..generator import Generator
+from ..model import Model
+from ..types import Result, SamplingConfig
+from .errors import APIError, api_error_handler, from_generation, from_validation, http_error_handler, \
+    internal_error_handler, invalid
+from .scheduler import Job, QueueFullError, Scheduler, Work
+from .schemas import ChatRequest, CompletionRequest, SamplingRequest, Shape
+from .templates import chat_tokens
+
+# How often a non-streaming request checks whether its client is still there.
+DISCONNECT_POLL_S = 0.1
+# Seconds between SSE keep-alive comments while a streamed request waits in the queue.
+SSE_PING_S = 15
+
+RequestT = TypeVar("RequestT", bound=SamplingRequest)
+
+
+@dataclass(frozen=True)
+class Limits:
+    max_body_bytes: int
+    max_prompt_tokens: int
+    max_tokens: int
+
+
+@dataclass(frozen=True)
+class ServerState:
+    """Everything the routes use: one Model, its Generators by model id, one Scheduler."""
+
+    model: Model
+    generators: Mapping[str, Generator]
+    methods: Mapping[str, str]  # model id -> method label, as reported in timings
+    scheduler: Scheduler
+    limits: Limits
+    api_key: str | None
+    created: int
+
+
+def _state(request: Request) -> ServerState:
+    state: ServerState = request.app.state.pyaccel
+    return state
+
+
+def _authorize(request: Request, state: ServerState) -> None:
+    if state.api_key is None:
+        return
+    scheme, _, given = request.headers.get("authorization", "").partition(" ")
+    if scheme.lower() != "bearer" or not hmac.compare_digest(given.strip().encode(), state.api_key.encode()):
+        raise APIError(401, "missing or incorrect API key: send the server's key as 'Authorization: Bearer KEY'",
+                       code="invalid_api_key")
+
+
+async def _read_json(request: Request, limit: int) -> Any:
+    body = bytearray()
+    async for chunk in request.stream():
+        body += chunk
+        if len(body) > limit:
+            raise APIError(413, f"the request body is larger than {limit} bytes", code="request_too_large")
+    try:
+        return json.loads(body)
+    except ValueError as exc:
+        raise invalid(f"the body is not valid JSON: {exc}", code="invalid_json") from None
+
+
+def _parse(kind: type[RequestT], data: Any) -> RequestT:
+    if not isinstance(data, dict):
+        raise invalid("the body must be a JSON object")
+    try:
+        return kind.model_validate(data)
+    except ValidationError as exc:
+        raise from_validation(exc) from None
+
+
+def _generator(state: ServerState, model_id: str) -> Generator:
+    if model_id not in state.generators:
+        raise APIError(404, f"the model {model_id!r} does not exist here: choose one of "
+                            f"{', '.join(state.generators)} (GET /v1/models)", param="model",
+                       code="model_not_found")
+    return state.generators[model_id]
+
+
+def _options(req: SamplingRequest, limits: Limits) -> dict[str, Any]:
+    """Keyword arguments of Generator.stream; an unset max_tokens lets the answer run to
+    the server's limit (the context at most)."""
+    if req.max_tokens is not None and req.max_tokens > limits.max_tokens:
+        raise invalid(f"max_tokens is {req.max_tokens} but this server allows at most {limits.max_tokens}",
+                      param="max_tokens", code="invalid_value")
+    sampling = SamplingConfig(temperature=req.temperature, top_k=req.top_k, top_p=req.top_p, min_p=req.min_p,
+                              seed=req.seed)
+    try:
+        sampling.validate()
+    except (TypeError, ValueError) as exc:
+        raise invalid(str(exc)) from None
+    return dict(max_tokens=req.max_tokens or limits.max_tokens, temperature=req.temperature, top_k=req.top_k,
+                top_p=req.top_p, min_p=req.min_p, seed=req.seed, stop=req.stops)
+
+
+def _check_prompt(prompt: list[int], limits: Limits, param: str) -> None:
+    if len(prompt) > limits.max_prompt_tokens:
+        raise invalid(f"the prompt has {len(prompt)} tokens but this server takes at most "
+                      f"{limits.max_prompt_tokens}: shorten it", param=param, code="context_length_exceeded")
+
+
+def _submit(state: ServerState, work: Work) -> Job:
+    job = Job(work)
+    try:
+        state.scheduler.submit(job)
+    except QueueFullError as exc:
+        raise APIError(503, f"the server is busy: {exc}", type="server_error", code="queue_full") from None
+    return job
+
+
+async def _watch_client(request: Request, job: Job) -> None:
+    """Cancel `job` as soon as its (non-streaming) client disconnects."""
+    while not job.cancelled:
+        if await request.is_disconnected():
+            job.cancel()
+            return
+        await asyncio.sleep(DISCONNECT_POLL_S)
+
+
+async def _collect(request: Request, job: Job) -> Result | None:
+    """The job's Result; None when the client left first."""
+    watcher = asyncio.create_task(_watch_client(request, job))
+    try:
+        result = None
+        async for item in job.items():
+            if isinstance(item, Result):
+                result = item
+        return result
+    finally:
+        watcher.cancel()
+
+
+async def _events(job: Job, shape: Shape) -> AsyncIterator[dict[str, str]]:
+    """SSE events of a streamed answer. A client that disconnects cancels this generator,
+    and with it the job (see Job.items)."""
+    if shape.chat:  # the role goes first, before the model is even free
+        yield {"data": json.dumps(shape.chunk("", first=True))}
+    try:
+        async for item in job.items():
+            if isinstance(item, Result):
+                yield {"data": json.dumps(shape.last_chunk(item))}
+            else:
+                yield {"data": json.dumps(shape.chunk(item))}
+    except Exception as exc:  # the status is sent already: the error goes in the stream
+        yield {"data": json.dumps(from_generation(exc).body())}
+    yield {"data": "[DONE]"}
+
+
+async def _answer(request: Request, state: ServerState, req: SamplingRequest, prompt: list[int],
+                  chat: bool) -> Response:
+    _check_prompt(prompt, state.limits, "messages" if chat else "prompt")
+    generator = _generator(state, req.model)
+    job = _submit(state, Work(generator, prompt, _options(req, state.limits)))
+    prefix = "chatcmpl" if chat else "cmpl"
+    shape = Shape(chat, f"{prefix}-{uuid.uuid4().hex[:24]}", int(time.time()), req.model, state.methods[req.model])
+    if req.stream:
+        # The background task also cancels a job whose client left before its stream began.
+        return EventSourceResponse(_events(job, shape), ping=SSE_PING_S, background=BackgroundTask(job.cancel))
+    try:
+        result = await _collect(request, job)
+    except Exception as exc:
+        raise from_generation(exc) from None
+    if result is None:  # nobody is listening any more
+        return Response(status_code=204)
+    return JSONResponse(shape.response(result))
+
+
+async def chat_completions(request: Request) -> Response:
+    state = _state(request)
+    _authorize(request, state)
+    req = _parse(ChatRequest, await _read_json(request, state.limits.max_body_bytes))
+    generator = _generator(state, req.model)
+    try:
+        prompt = chat_tokens(generator.target, [m.model_dump() for m in req.messages])
+    except ValueError as exc:
+        raise invalid(str(exc), param="messages") from None
+    return await _answer(request, state, req, prompt, chat=True)
+
+
+async def completions(request: Request) -> Response:
+    state = _state(request)
+    _authorize(request, state)
+    req = _parse(CompletionRequest, await _read_json(request, state.limits.max_body_bytes))
+    generator = _generator(state, req.model)
+    if isinstance(req.prompt, str) or isinstance(req.prompt[0], str):
+        text = req.prompt if isinstance(req.prompt, str) else str(req.prompt[0])
+        prompt = generator.target.tokenize(text)
+    else:
+        prompt = [int(t) for t in req.prompt]
+        bad = [t for t in prompt if not 0 <= t < generator.target.n_vocab]
+        if bad:
+            raise invalid(f"prompt token {bad[0]} is outside the vocabulary", param="prompt")
+    return await _answer(request, state, req, prompt, chat=False)
+
+
+def _model_card(state: ServerState, model_id: str) -> dict[str, Any]:
+    return {"id": model_id, "object": "model", "created": state.created, "owned_by": "pyaccel",
+            "method": state.methods[model_id]}
+
+
+async def models(request: Request) -> Response:
+    state = _state(request)
+    _authorize(request, state)
+    return JSONResponse({"object": "list", "data": [_model_card(state, m) for m in state.generators]})
+
+
+async def model(request: Request) -> Response:
+    state = _state(request)
+    _authorize(request, state)
+    model_id = request.path_params["model_id"]
+    _generator(state, model_id)
+    return JSONResponse(_model_card(state, model_id))
+
+
+async def health(request: Request) -> Response:
+    state = _state(request)
+    running, waiting = state.scheduler.load()
+    return JSONResponse({"status": "ok", "models": list(state.generators), "running": running,
+                         "waiting": waiting, "max_queue": state.scheduler.max_waiting})
+
+
+def create_app(state: ServerState) -> Starlette:
+    """The ASGI app; it starts the state's scheduler and stops it (cancelling every job) on shutdown."""
+
+    @asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        state.scheduler.start()
+        try:
+            yield
+        finally:
+            state.scheduler.close()
+
+    routes = [
+        Route("/health", health, methods=["GET"]),
+        Route("/v1/models", models, methods=["GET"]),
+        Route("/v1/models/{model_id:path}", model, methods=["GET"]),
+        Route("/v1/completions", completions, methods=["POST"]),
+        Route("/v1/chat/completions", chat_completions, methods=["POST"]),
+    ]
+    handlers = {APIError: api_error_handler, HTTPException: http_error_handler, Exception: internal_error_handler}
+    app = Starlette(routes=routes, exception_handlers=handlers, lifespan=lifespan)
+    app.state.pyaccel = state
+    return app

@@ -1,0 +1,158 @@
+"""Request bodies (validated with pydantic) and the response objects of the OpenAI API,
+with pyaccel's speculation figures as an extra `timings` object."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal, Union
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from .. import defaults
+from ..types import Result
+
+# OpenAI accepts at most this many stop sequences.
+MAX_STOPS = 4
+
+
+class StreamOptions(BaseModel):
+    include_usage: bool = False
+
+
+class SamplingRequest(BaseModel):
+    """Fields shared by /v1/completions and /v1/chat/completions. top_k and min_p are
+    extensions (as llama.cpp's server has them); fields a client sends that this server
+    does not know are ignored, those it knows but cannot honour are refused."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    model: str
+    max_tokens: int | None = Field(None, ge=1)
+    temperature: float = Field(defaults.TEMPERATURE, ge=0.0, le=2.0)
+    top_p: float = Field(defaults.TOP_P, gt=0.0, le=1.0)
+    top_k: int = Field(defaults.TOP_K, ge=0)
+    min_p: float = Field(defaults.MIN_P, ge=0.0, le=1.0)
+    seed: int | None = None
+    stop: Union[str, list[str], None] = None
+    stream: bool = False
+    stream_options: StreamOptions | None = None
+    n: int = 1
+    presence_penalty: float = 0.0
+    frequency_penalty: float = 0.0
+    logprobs: Any = None
+
+    @model_validator(mode="after")
+    def _supported(self) -> "SamplingRequest":
+        if self.n != 1:
+            raise ValueError("n: only n=1 is supported (one choice per request)")
+        if self.presence_penalty or self.frequency_penalty:
+            raise ValueError("presence_penalty / frequency_penalty: penalties are not supported (leave them 0)")
+        if self.logprobs:
+            raise ValueError("logprobs: log probabilities are not supported")
+        if isinstance(self.stop, list) and len(self.stop) > MAX_STOPS:
+            raise ValueError(f"stop: at most {MAX_STOPS} stop sequences")
+        return self
+
+    @property
+    def stops(self) -> list[str]:
+        if self.stop is None:
+            return []
+        return [self.stop] if isinstance(self.stop, str) else list(self.stop)
+
+
+class ChatMessage(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    role: Literal["system", "developer", "user", "assistant"]
+    content: Union[str, list[dict[str, Any]], None] = None
+
+
+class ChatRequest(SamplingRequest):
+    messages: list[ChatMessage] = Field(min_length=1)
+    max_completion_tokens: int | None = Field(None, ge=1)
+    tools: Any = None
+
+    @model_validator(mode="after")
+    def _chat_supported(self) -> "ChatRequest":
+        if self.tools:
+            raise ValueError("tools: tool calls are not supported")
+        if self.max_tokens is None:
+            self.max_tokens = self.max_completion_tokens
+        return self
+
+
+class CompletionRequest(SamplingRequest):
+    prompt: Union[str, list[str], list[int]]
+    echo: bool = False
+    suffix: str | None = None
+    best_of: int = 1
+
+    @model_validator(mode="after")
+    def _completion_supported(self) -> "CompletionRequest":
+        if isinstance(self.prompt, list) and self.prompt and isinstance(self.prompt[0], str):
+            if len(self.prompt) != 1:
+                raise ValueError("prompt: only one prompt per request is supported")
+        if not self.prompt or self.prompt == [""]:
+            raise ValueError("prompt: the prompt is empty")
+        if self.echo or self.suffix or self.best_of != 1:
+            raise ValueError("echo, suffix and best_of are not supported")
+        return self
+
+
+def usage(result: Result) -> dict[str, int]:
+    s = result.stats
+    return {"prompt_tokens": s.prompt_tokens, "completion_tokens": s.new_tokens,
+            "total_tokens": s.prompt_tokens + s.new_tokens}
+
+
+def timings(result: Result, method: str) -> dict[str, Any]:
+    """How the answer was made: prefill and decode time, speed, and the speculation figures."""
+    s = result.stats
+    return {"prompt_tokens": s.prompt_tokens, "cached_prompt_tokens": s.cached_prompt_tokens,
+            "prompt_s": s.prefill_s, "decode_s": s.decode_s, "tokens_per_s": s.tokens_per_s,
+            "tau": s.tau, "drafted": s.drafted, "accepted": s.accepted,
+            "acceptance_rate": s.acceptance_rate, "method": method}
+
+
+@dataclass(frozen=True)
+class Shape:
+    """How one endpoint words its answer (chat: messages and deltas; completions: text)."""
+
+    chat: bool
+    id: str
+    created: int
+    model: str
+    method: str
+
+    def _object(self, chunk: bool) -> str:
+        if self.chat:
+            return "chat.completion.chunk" if chunk else "chat.completion"
+        return "text_completion"
+
+    def _head(self, chunk: bool) -> dict[str, Any]:
+        return {"id": self.id, "object": self._object(chunk), "created": self.created, "model": self.model}
+
+    def _choice(self, text: str | None, finish: str | None, chunk: bool, first: bool = False) -> dict[str, Any]:
+        if not self.chat:
+            return {"index": 0, "text": text or "", "logprobs": None, "finish_reason": finish}
+        if not chunk:
+            return {"index": 0, "message": {"role": "assistant", "content": text}, "logprobs": None,
+                    "finish_reason": finish}
+        delta: dict[str, Any] = {"role": "assistant"} if first else {}
+        if text is not None:
+            delta["content"] = text
+        return {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}
+
+    def response(self, result: Result) -> dict[str, Any]:
+        """The whole answer of a non-streaming request."""
+        return {**self._head(False), "choices": [self._choice(result.text, result.finish_reason, False)],
+                "usage": usage(result), "timings": timings(result, self.method)}
+
+    def chunk(self, text: str, first: bool = False) -> dict[str, Any]:
+        """A streamed piece; the first one of a chat carries the role."""
+        return {**self._head(True), "choices": [self._choice(text, None, True, first)]}
+
+    def last_chunk(self, result: Result) -> dict[str, Any]:
+        """The one chunk with a finish_reason, with usage and timings."""
+        return {**self._head(True), "choices": [self._choice(None if self.chat else "", result.finish_reason, True)],
+                "usage": usage(result), "timings": timings(result, self.method)}

@@ -1,0 +1,96 @@
+"""`pyaccel chat` through a pseudo-terminal: turns that build on each other, commands,
+Ctrl-C during an answer, and the ways out."""
+
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pexpect = pytest.importorskip("pexpect", reason="the test extra installs pexpect")
+
+TIMEOUT_S = 90
+# One stats line after each answer: "[N tokens, X tok/s, tau T, method M, prompt P tokens (C cached), ...]".
+STATS = re.compile(r"\[(\d+) tokens, [\d.]+ tok/s, tau ([\d.]+), method (\w+), prompt (\d+) tokens \((\d+) cached\)")
+
+
+def _spawn(*extra: str) -> Any:
+    child = pexpect.spawn(sys.executable, ["-m", "pyaccel", "chat", "-m", "gemma-3-270m", "--n-ctx", "1024",
+                                           "--threads", "1", *extra],
+                          encoding="utf-8", timeout=TIMEOUT_S, dimensions=(24, 200))
+    child.expect_exact(">>> ")
+    return child
+
+
+def _turn(child: Any, text: str) -> tuple[str, re.Match[str]]:
+    """Send one message; (the answer's text, its stats line)."""
+    child.sendline(text)
+    child.expect(STATS)
+    stats = child.match
+    answer = child.before
+    child.expect_exact(">>> ")
+    return answer, stats
+
+
+def test_turns_commands_and_interrupt(gemma_path: Path) -> None:
+    child = _spawn("--max-tokens", "24")
+    try:
+        first, s1 = _turn(child, "The secret word is Zorblax.")
+        assert s1.group(3) == "plain" and int(s1.group(1)) == 24
+        second, s2 = _turn(child, "What is the secret word?")
+        # The second turn's prompt holds the first turn, and only the new message is prefilled.
+        assert int(s2.group(4)) > int(s1.group(4)) + 24
+        assert int(s2.group(5)) >= int(s1.group(4)) + 20
+        assert "Zorblax" in second.split("What is the secret word?", 1)[1]
+
+        child.sendline("/stats")
+        child.expect(r"method plain; 2 answers \(0 stopped\), 48 tokens")
+        child.expect_exact(">>> ")
+
+        child.sendline("Write a very long story about a dragon.")
+        child.expect_exact("dragon.\r\n")
+        child.expect(r"\S")  # the answer has begun
+        child.sendintr()
+        child.expect(r"\[stopped: \d+ tokens")
+        child.expect_exact(">>> ")
+        _, s3 = _turn(child, "Say something nice.")  # the session goes on
+        assert int(s3.group(1)) == 24
+
+        child.sendline("/reset")
+        child.expect_exact("[chat forgotten]")
+        child.expect_exact(">>> ")
+        forgotten, s4 = _turn(child, '"""What is the\nsecret word?"""')
+        assert int(s4.group(4)) < int(s2.group(4))  # a prompt of one question only
+        assert "Zorblax" not in forgotten
+
+        child.sendline("/exit")
+        child.expect(pexpect.EOF)
+    finally:
+        child.close(force=True)
+    assert child.exitstatus == 0
+
+
+def test_ctrl_c_twice_and_ctrl_d_exit(gemma_path: Path) -> None:
+    child = _spawn("--max-tokens", "4", "--system", "Be brief.")
+    try:
+        child.sendline("/system")
+        child.expect_exact("Be brief.")
+        child.expect_exact(">>> ")
+        child.sendintr()
+        child.expect_exact("Ctrl-C again to exit")
+        child.expect_exact(">>> ")
+        child.sendintr()
+        child.expect(pexpect.EOF)
+    finally:
+        child.close(force=True)
+    assert child.exitstatus == 0
+    child = _spawn()
+    try:
+        child.sendeof()
+        child.expect(pexpect.EOF)
+    finally:
+        child.close(force=True)
+    assert child.exitstatus == 0

@@ -1,0 +1,316 @@
+"""`pyaccel serve` as a real process on a free loopback port, driven with the official
+`openai` client (no retries): answers, streams, errors, the queue, disconnects, keys."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Iterator
+
+import pytest
+
+openai = pytest.importorskip("openai", reason="the test extra installs openai")
+httpx = pytest.importorskip("httpx", reason="the test extra installs httpx")
+pytest.importorskip("sse_starlette", reason="the test extra installs the server extra")
+
+MODEL = "gemma-3-270m"
+KEY = "test-key-123"
+N_CTX = 1024
+# Long enough that a generation left running would be noticed: the context's end.
+LONG = N_CTX - 64
+START_TIMEOUT_S = 90
+# A request queued behind a cancelled generation finishes in about its own time; a
+# cancellation that failed would leave hundreds of tokens to decode first.
+PROMPT_AFTER_CANCEL_S = 20
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@contextmanager
+def _server(log: Path, *extra: str) -> Iterator[str]:
+    port = _free_port()
+    cmd = [sys.executable, "-m", "pyaccel", "serve", "-m", MODEL, "--n-ctx", str(N_CTX), "--threads", "1",
+           "--port", str(port), *extra]
+    with log.open("w") as out:
+        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while True:
+            if proc.poll() is not None:
+                pytest.fail(f"pyaccel serve exited with {proc.returncode}:\n{log.read_text()}")
+            try:
+                if httpx.get(f"{base}/health", timeout=1.0).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            if time.monotonic() > deadline:
+                pytest.fail(f"pyaccel serve did not answer /health in {START_TIMEOUT_S}s:\n{log.read_text()}")
+            time.sleep(0.2)
+        yield base
+    finally:
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+@pytest.fixture(scope="module")
+def server(gemma_path: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    with _server(tmp_path_factory.mktemp("serve") / "log.txt", "--api-key", KEY, "--max-queue", "8",
+                 "--max-tokens", str(LONG), "--max-prompt-tokens", "512") as base:
+        yield base
+
+
+@pytest.fixture(scope="module")
+def client(server: str) -> Any:
+    return openai.OpenAI(base_url=f"{server}/v1", api_key=KEY, max_retries=0, timeout=120)
+
+
+def _health(base: str) -> dict[str, Any]:
+    body: dict[str, Any] = httpx.get(f"{base}/health", timeout=5).json()
+    return body
+
+
+def _wait_for(base: str, key: str, value: int, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while _health(base)[key] != value:
+        assert time.monotonic() < deadline, f"/health never showed {key}={value}: {_health(base)}"
+        time.sleep(0.02)
+
+
+def _ask(client: Any, text: str, **kwargs: Any) -> Any:
+    return client.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": text}],
+                                          **{"temperature": 0, **kwargs})
+
+
+def test_models_and_health(server: str, client: Any) -> None:
+    assert [m.id for m in client.models.list().data] == [MODEL]
+    health = _health(server)  # no key needed
+    assert health["status"] == "ok" and health["max_queue"] == 8
+
+
+def test_chat_completion(client: Any) -> None:
+    r = _ask(client, "Name three colours.", max_tokens=8)
+    assert r.object == "chat.completion" and r.id.startswith("chatcmpl-")
+    assert r.choices[0].message.role == "assistant" and r.choices[0].message.content
+    assert r.choices[0].finish_reason == "length"
+    assert r.usage.completion_tokens == 8 and r.usage.total_tokens == r.usage.prompt_tokens + 8
+    t = r.model_extra["timings"]
+    assert t["method"] == "plain" and t["tau"] == pytest.approx(1.0) and t["tokens_per_s"] > 0
+    assert {"prompt_s", "decode_s", "drafted", "accepted", "cached_prompt_tokens"} <= set(t)
+
+
+def test_stream_equals_answer(client: Any) -> None:
+    whole = _ask(client, "Describe a cat.", max_tokens=10)
+    chunks = list(_ask(client, "Describe a cat.", max_tokens=10, stream=True))
+    assert len({c.id for c in chunks}) == 1 and chunks[0].id.startswith("chatcmpl-")
+    assert chunks[0].choices[0].delta.role == "assistant"
+    assert all(c.choices[0].delta.role is None for c in chunks[1:])
+    assert [c.choices[0].finish_reason for c in chunks[:-1]] == [None] * (len(chunks) - 1)
+    assert chunks[-1].choices[0].finish_reason == whole.choices[0].finish_reason
+    assert chunks[-1].usage.completion_tokens == whole.usage.completion_tokens
+    assert chunks[-1].model_extra["timings"]["method"] == "plain"
+    text = "".join(c.choices[0].delta.content or "" for c in chunks)
+    assert text == whole.choices[0].message.content
+
+
+def test_completion(client: Any) -> None:
+    r = client.completions.create(model=MODEL, prompt="def add(a, b):", max_tokens=8, temperature=0)
+    assert r.object == "text_completion" and r.choices[0].text and r.usage.completion_tokens == 8
+    streamed = client.completions.create(model=MODEL, prompt="def add(a, b):", max_tokens=8, temperature=0,
+                                         stream=True)
+    assert "".join(c.choices[0].text for c in streamed) == r.choices[0].text
+
+
+def test_errors(server: str, client: Any) -> None:
+    with pytest.raises(openai.NotFoundError) as e:
+        client.chat.completions.create(model="no-such-model", messages=[{"role": "user", "content": "hi"}])
+    assert e.value.body["code"] == "model_not_found"
+    for bad in (dict(temperature=5), dict(max_tokens=LONG + 1), dict(n=2), dict(top_p=0)):
+        with pytest.raises(openai.BadRequestError) as e:
+            _ask(client, "hi", **bad)
+        assert e.value.body["param"] == next(iter(bad)), e.value.body
+    with pytest.raises(openai.BadRequestError) as e:
+        client.chat.completions.create(model=MODEL, messages=[])
+    assert e.value.body["param"] == "messages"
+    with pytest.raises(openai.BadRequestError) as e:
+        _ask(client, "word " * 600, max_tokens=2)
+    assert e.value.body["code"] == "context_length_exceeded"
+    headers = {"Authorization": f"Bearer {KEY}", "Content-Type": "application/json"}
+    raw = httpx.post(f"{server}/v1/chat/completions", content=b"{not json", headers=headers)
+    assert raw.status_code == 400 and raw.json()["error"]["type"] == "invalid_request_error"
+    raw = httpx.post(f"{server}/v1/chat/completions", json={"model": MODEL}, headers=headers)
+    assert raw.status_code == 400 and raw.json()["error"]["param"] == "messages"
+    assert httpx.get(f"{server}/v1/nowhere", headers=headers).json()["error"]["message"]
+
+
+def test_api_key(server: str) -> None:
+    wrong = openai.OpenAI(base_url=f"{server}/v1", api_key="wrong-key", max_retries=0)
+    with pytest.raises(openai.AuthenticationError) as e:
+        wrong.models.list()
+    assert e.value.body["code"] == "invalid_api_key"
+    with pytest.raises(openai.AuthenticationError):
+        _ask(wrong, "hi", max_tokens=2)
+    # The openai client insists on a key: no Authorization header at all, through httpx.
+    missing = httpx.post(f"{server}/v1/chat/completions", json={"model": MODEL, "messages": []})
+    assert missing.status_code == 401 and missing.json()["error"]["code"] == "invalid_api_key"
+
+
+def test_concurrent_requests_in_order(server: str, client: Any) -> None:
+    prompts = [f"{word} is a word. Say it." for word in
+               ("Apple", "Bridge", "Cloud", "Desert", "Engine", "Forest", "Garden", "Harbor")]
+    expected = [_ask(client, p, max_tokens=6).choices[0].message.content for p in prompts]
+    done: list[int] = []
+    answers: dict[int, str] = {}
+
+    def one(i: int) -> None:
+        answers[i] = _ask(client, prompts[i], max_tokens=6).choices[0].message.content
+        done.append(i)
+
+    # A stream holds the model while the eight arrive, one after the other.
+    blocker = _ask(client, "Tell a long story.", max_tokens=LONG, stream=True)
+    next(iter(blocker))
+    _wait_for(server, "running", 1)
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(len(prompts))]
+    for i, t in enumerate(threads, 1):
+        t.start()
+        _wait_for(server, "waiting", i)
+    blocker.close()
+    for t in threads:
+        t.join(120)
+    assert done == list(range(len(prompts)))
+    assert [answers[i] for i in range(len(prompts))] == expected
+
+
+def test_disconnect_frees_the_model(server: str, client: Any) -> None:
+    stream = _ask(client, "Tell a long story.", max_tokens=LONG, stream=True)
+    pieces = 0
+    for chunk in stream:
+        pieces += bool(chunk.choices[0].delta.content)
+        if pieces == 2:
+            break
+    stream.close()
+    t0 = time.monotonic()
+    assert _ask(client, "Say hi.", max_tokens=4).usage.completion_tokens == 4
+    assert time.monotonic() - t0 < PROMPT_AFTER_CANCEL_S
+    # A non-streaming client that gives up is noticed too.
+    with pytest.raises(httpx.ReadTimeout):
+        httpx.post(f"{server}/v1/chat/completions", timeout=2.0, headers={"Authorization": f"Bearer {KEY}"},
+                   json={"model": MODEL, "messages": [{"role": "user", "content": "Another long story."}],
+                         "max_tokens": LONG})
+    t0 = time.monotonic()
+    assert _ask(client, "Say bye.", max_tokens=4).usage.completion_tokens == 4
+    assert time.monotonic() - t0 < PROMPT_AFTER_CANCEL_S
+    assert _health(server)["running"] == 0
+
+
+def test_full_queue_is_503(gemma_path: Path, tmp_path: Path) -> None:
+    with _server(tmp_path / "log.txt", "--max-queue", "1") as base:
+        small = openai.OpenAI(base_url=f"{base}/v1", api_key="unused", max_retries=0, timeout=120)
+        running = _ask(small, "Tell a long story.", max_tokens=LONG, stream=True)
+        next(iter(running))
+        _wait_for(base, "running", 1)
+        waiting: list[Any] = []
+        t = threading.Thread(target=lambda: waiting.append(_ask(small, "Hi.", max_tokens=2)))
+        t.start()
+        _wait_for(base, "waiting", 1)
+        with pytest.raises(openai.InternalServerError) as e:
+            _ask(small, "Hi again.", max_tokens=2)
+        assert e.value.status_code == 503 and e.value.body["code"] == "queue_full"
+        running.close()  # frees the model for the waiting request
+        t.join(60)
+        assert waiting and waiting[0].usage.completion_tokens == 2
+
+
+# ---- model-free: the pieces under the routes ----------------------------------------------
+
+
+def test_gemma_turn_format_folds_the_system_prompt() -> None:
+    from pyaccel.server.templates import TURN_FORMATS, normalize
+
+    messages = normalize([{"role": "developer", "content": "Be brief."},
+                          {"role": "user", "content": [{"type": "text", "text": "Hi"}]},
+                          {"role": "assistant", "content": "Hello!"}, {"role": "user", "content": "Name?"}])
+    assert TURN_FORMATS["gemma3"].render(messages) == (
+        "<start_of_turn>user\nBe brief.\n\nHi<end_of_turn>\n<start_of_turn>model\nHello!<end_of_turn>\n"
+        "<start_of_turn>user\nName?<end_of_turn>\n<start_of_turn>model\n")
+    with pytest.raises(ValueError, match="role"):
+        normalize([{"role": "tool", "content": "x"}])
+    with pytest.raises(ValueError, match="text content parts"):
+        normalize([{"role": "user", "content": [{"type": "image_url", "image_url": "x"}]}])
+
+
+def test_request_validation_names_the_parameter() -> None:
+    from pydantic import ValidationError
+
+    from pyaccel.server.errors import from_validation
+    from pyaccel.server.schemas import ChatRequest, CompletionRequest
+
+    ok = ChatRequest.model_validate({"model": "m", "messages": [{"role": "user", "content": "hi"}],
+                                     "max_completion_tokens": 5, "stop": "x", "user": "ignored"})
+    assert ok.max_tokens == 5 and ok.stops == ["x"] and ok.temperature == 0.0
+    for body, param in (({"model": "m", "messages": [], "n": 1}, "messages"),
+                        ({"model": "m", "messages": [{"role": "user", "content": "hi"}], "n": 3}, "n"),
+                        ({"model": "m", "messages": [{"role": "user", "content": "hi"}], "top_p": 1.5}, "top_p"),
+                        ({"model": "m", "messages": [{"role": "bot", "content": "hi"}]}, "messages.0.role")):
+        with pytest.raises(ValidationError) as e:
+            ChatRequest.model_validate(body)
+        err = from_validation(e.value)
+        assert (err.status, err.param) == (400, param)
+    with pytest.raises(ValidationError):
+        CompletionRequest.model_validate({"model": "m", "prompt": ["a", "b"]})
+
+
+class _FakeGenerator:
+    """Stands in for pyaccel.Generator: yields the prompt back, one piece per item."""
+
+    def __init__(self) -> None:
+        self.closed: list[list[int]] = []
+
+    def stream(self, prompt: list[int], **options: Any) -> Iterator[Any]:
+        try:
+            for tok in prompt:
+                time.sleep(0.01)
+                yield str(tok)
+        finally:
+            self.closed.append(prompt)
+
+
+def test_scheduler_runs_in_order_and_refuses_when_full() -> None:
+    import asyncio
+
+    from pyaccel.server.scheduler import Job, QueueFullError, Scheduler, Work
+
+    async def scenario() -> tuple[list[str], list[list[int]]]:
+        gen = _FakeGenerator()
+        scheduler = Scheduler(max_waiting=2)
+        scheduler.start()
+        jobs = [Job(Work(gen, [i] * 5)) for i in range(3)]  # type: ignore[arg-type]
+        scheduler.submit(jobs[0])
+        while scheduler.load() != (1, 0):  # the worker has taken it
+            await asyncio.sleep(0.001)
+        scheduler.submit(jobs[1])
+        scheduler.submit(jobs[2])
+        with pytest.raises(QueueFullError):
+            scheduler.submit(Job(Work(gen, [9])))  # type: ignore[arg-type]
+        jobs[1].cancel()  # its client left while it waited: it never runs
+        texts = ["".join([p async for p in job.items()]) for job in (jobs[0], jobs[2])]
+        scheduler.close()
+        return texts, gen.closed
+
+    texts, ran = asyncio.run(scenario())
+    assert texts == ["00000", "22222"] and ran == [[0] * 5, [2] * 5]
