@@ -10,4 +10,5 @@ PYBIND11_MODULE(_core, m) {
     pyaccel::bind_tree_verify(m);
     pyaccel::bind_ngram(m);
     pyaccel::bind_cost(m);
+    pyaccel::bind_lookahead(m);
 }

@@ -67,5 +67,6 @@ void bind_sampling(py::module_ & m);     // bind_sampling.cpp: Rng, SamplingPara
 void bind_tree_verify(py::module_ & m);  // bind_tree_verify.cpp: TreeLayout, VerifyResult, verify_tree
 void bind_ngram(py::module_ & m);        // bind_ngram.cpp: DraftTree, NgramIndex, NgramCache, drafting
 void bind_cost(py::module_ & m);         // bind_cost.cpp: CostCurve, plans, AcceptanceStats
+void bind_lookahead(py::module_ & m);    // bind_lookahead.cpp: NgramPool, JacobiWindow
 
 }  // namespace pyaccel

@@ -19,6 +19,7 @@ from .errors import (
 from .generator import Generator
 from .methods.base import NoDraft, Proposer
 from .methods.draft import DraftModel
+from .methods.lookahead import Lookahead, LookaheadTuning
 from .methods.lookup import LookupTuning, PromptLookup
 from .methods.ngram import NgramCacheDrafter
 from .model import Model
@@ -35,6 +36,8 @@ __all__ = [
     "DraftModel",
     "Generator",
     "IncompatibleModelsError",
+    "Lookahead",
+    "LookaheadTuning",
     "LookupTuning",
     "Model",
     "ModelLoadError",

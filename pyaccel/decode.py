@@ -9,8 +9,8 @@ auxiliary sequences, is a single llama_decode:
     seqs    r: 0..P-1 and P..P+S-1 (everything sees the root)
             d_i: the paths through node i (path k = sequence k)
             a_j: P + each auxiliary sequence of a_j
-    logits  all 1 + n + m rows: rows 0..n -> verify_tree -> kept nodes, next token x;
-            every row (and hidden state) -> Proposer.observe
+    logits  rows 0..n -> verify_tree -> kept nodes, next token x; those and the rows of
+            the auxiliary tokens that ask for them (and hidden states) -> Proposer.observe
 
 Before the decode, sequence 0 (the committed context) is copied to sequences 1..P+S-1
 (in a unified KV cache a copy only tags cells). Commit keeps the winning path's cells
@@ -112,8 +112,10 @@ class _Pass:
     depth_counts: list[int]  # draft nodes per depth 1, 2, ...
 
 
-def check_draft(draft: Draft, budget: int, n_vocab: int, name: str) -> None:
-    """A proposer's output is the caller's input: refuse what would corrupt the pass."""
+def check_draft(draft: Draft, budget: int, n_vocab: int, name: str, room: int | None = None) -> None:
+    """A proposer's output is the caller's input: refuse what would corrupt the pass.
+    `budget` bounds the verified nodes, `room` (default: budget) the nodes and auxiliary
+    tokens together (the batch and the context after the root)."""
     if not isinstance(draft, Draft):
         raise TypeError(f"proposer {name!r} returned {type(draft).__name__}, not a pyaccel.Draft")
     for what, arr in (("tokens", draft.tokens), ("parents", draft.parents)):
@@ -122,6 +124,11 @@ def check_draft(draft: Draft, budget: int, n_vocab: int, name: str) -> None:
                             f"{getattr(arr, 'dtype', type(arr).__name__)}")
     if len(draft) > budget:
         raise ValueError(f"proposer {name!r} drafted {len(draft)} nodes, over its budget {budget}")
+    n_aux = len(draft.aux) if draft.aux is not None else 0
+    room = budget if room is None else room
+    if len(draft) + n_aux > room:
+        raise ValueError(f"proposer {name!r} drafted {len(draft)} nodes and {n_aux} auxiliary tokens, over the "
+                         f"{room} the batch and the context leave after the root")
     if draft.parents.shape != draft.tokens.shape:
         raise ValueError(f"proposer {name!r} gave {len(draft.parents)} parents for {len(draft)} tokens")
     if draft.q is not None and (not isinstance(draft.q, np.ndarray) or draft.q.shape != (len(draft) + 1, n_vocab)):
@@ -134,8 +141,10 @@ def check_draft(draft: Draft, budget: int, n_vocab: int, name: str) -> None:
     if toks.size and (int(toks.min()) < 0 or int(toks.max()) >= n_vocab):
         raise ValueError(f"proposer {name!r} drafted token ids outside the vocabulary 0..{n_vocab - 1}")
     aux = draft.aux
-    if aux is not None and (len(aux.offsets) != len(aux) or len(aux.seqs) != len(aux)):
-        raise ValueError(f"proposer {name!r}: auxiliary tokens need one offset and one seq list each")
+    if aux is not None and (len(aux.offsets) != len(aux) or len(aux.seqs) != len(aux)
+                            or aux.outputs is not None and aux.outputs.shape != (len(aux),)):
+        raise ValueError(f"proposer {name!r}: auxiliary tokens need one offset, one seq list and (if outputs "
+                         "is given) one output flag each")
     if aux is not None and len(aux) and (int(aux.offsets.min()) < 1 or min(min(s, default=0) for s in aux.seqs) < 0
                                          or not all(aux.seqs)):
         raise ValueError(f"proposer {name!r}: auxiliary offsets must be >= 1 and every auxiliary token "
@@ -161,16 +170,18 @@ def _evaluate(backend: LlamaBackend, root: int, draft: Draft, n_past: int) -> _P
     depth = np.asarray(layout.depth, dtype=np.int32) if len(draft) else np.zeros(0, np.int32)
     parts_tok = [np.asarray([root], np.int32), draft.tokens]
     parts_pos = [np.zeros(1, np.int32), depth]
+    parts_out = [np.ones(1 + len(draft), np.int8)]
     seqs: list[list[int]] | None = [list(range(n_seqs))] + [list(s) for s in layout.node_seqs]
     if aux is not None:
         parts_tok.append(aux.tokens)
         parts_pos.append(aux.offsets)
+        parts_out.append(np.ones(len(aux), np.int8) if aux.outputs is None else aux.outputs.astype(np.int8))
         seqs = seqs + [[n_paths + s for s in ids] for ids in aux.seqs]
     tokens = np.concatenate(parts_tok).astype(np.int32)
     positions = n_past + np.concatenate(parts_pos).astype(np.int32)
     if n_seqs == 1:
         seqs = None
-    backend.decode(tokens, positions, seqs, np.ones(len(tokens), dtype=np.int8))
+    backend.decode(tokens, positions, seqs, np.concatenate(parts_out))
     counts = np.bincount(depth, minlength=int(depth.max()) + 1)[1:].tolist() if len(depth) else []
     return _Pass(backend.logits_rows(), _hidden(backend), n_paths, n_seqs, counts)
 
@@ -221,7 +232,8 @@ def _step(backend: LlamaBackend, cache: TargetCache, proposer: "Proposer", st: _
     root = st.history[-1]
     td = time.perf_counter()
     draft = proposer.propose(st.history, budget) if budget > 0 else Draft.empty()
-    check_draft(draft, budget, backend.n_vocab, proposer.name)
+    room = min(backend.n_ctx - n_past - 1, backend.max_batch - 1)
+    check_draft(draft, budget, backend.n_vocab, proposer.name, room)
     te = time.perf_counter()
     p = _evaluate(backend, root, draft, n_past)
     tv = time.perf_counter()

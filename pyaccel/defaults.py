@@ -7,8 +7,9 @@ N_CTX = 4096
 # Tokens llama.cpp evaluates in one call; a verification batch never exceeds it.
 N_BATCH = 512
 # Parallel sequences of a context: bounds the root-to-leaf paths of a draft tree plus the
-# auxiliary sequences of a step.
-N_SEQ_MAX = 8
+# auxiliary sequences of a step (a lookahead window of W columns verifying G n-grams needs
+# W + G). With the unified KV cache a sequence costs nothing until it is used.
+N_SEQ_MAX = 32
 # New tokens of one Python-API call when the caller does not say (the CLI instead lets an
 # answer run to its end, up to the context).
 MAX_TOKENS = 256

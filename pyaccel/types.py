@@ -68,16 +68,21 @@ class AuxTokens:
       auxiliary sequence sees the committed context and the root; token i sees the
       earlier tokens of its sequences at lower positions (the attention pattern is
       expressed only through these ids).
+    outputs: which tokens' logits rows the proposer reads (None: all). A row costs a
+      vocabulary-sized projection, so a proposer asks only for the rows it uses.
     """
 
     tokens: npt.NDArray[np.int32]
     offsets: npt.NDArray[np.int32]
     seqs: tuple[tuple[int, ...], ...]
+    outputs: npt.NDArray[np.bool_] | None = None
 
     @staticmethod
-    def make(tokens: Sequence[int], offsets: Sequence[int], seqs: Sequence[Sequence[int]]) -> "AuxTokens":
+    def make(tokens: Sequence[int], offsets: Sequence[int], seqs: Sequence[Sequence[int]],
+             outputs: Sequence[bool] | npt.NDArray[np.bool_] | None = None) -> "AuxTokens":
         return AuxTokens(np.asarray(tokens, dtype=np.int32), np.asarray(offsets, dtype=np.int32),
-                         tuple(tuple(int(s) for s in ids) for ids in seqs))
+                         tuple(tuple(int(s) for s in ids) for ids in seqs),
+                         None if outputs is None else np.asarray(outputs, dtype=bool))
 
     def __len__(self) -> int:
         return int(self.tokens.shape[0])
@@ -122,8 +127,8 @@ class StepOutcome:
     """One decode step as the proposer sees it in `observe`.
 
     accepted: node ids of the draft kept, root to tip; next_token: the token emitted after
-    them (the next pending root). logits / hidden: views of the pass's rows in batch order,
-    [1 + len(draft) + len(draft.aux), ...]: the root, the draft nodes, the auxiliary tokens.
+    them (the next pending root). logits / hidden: views of the pass's rows in batch order:
+    the root, the draft nodes, the auxiliary tokens (those with outputs, see `aux_logits`).
     hidden is None unless the Model was created with embeddings=True. The views point into
     llama.cpp's buffers and are valid only until `observe` returns: copy what you keep.
     """
@@ -146,11 +151,19 @@ class StepOutcome:
 
     @property
     def aux_logits(self) -> npt.NDArray[np.float32]:
-        return self.logits[1 + len(self.draft):]
+        """Rows of the auxiliary tokens that asked for outputs (`AuxTokens.outputs`), in order."""
+        return self._aux_rows(self.logits)
 
     @property
     def aux_hidden(self) -> npt.NDArray[np.float32] | None:
-        return None if self.hidden is None else self.hidden[1 + len(self.draft):]
+        return None if self.hidden is None else self._aux_rows(self.hidden)
+
+    def _aux_rows(self, rows: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
+        rest = rows[1 + len(self.draft):]
+        aux = self.draft.aux
+        if aux is not None and aux.outputs is not None and len(rest) == len(aux) != int(aux.outputs.sum()):
+            return rest[aux.outputs]  # every row came back (embeddings=True): pick the asked ones
+        return rest
 
     @property
     def tip_hidden(self) -> npt.NDArray[np.float32] | None:

@@ -11,7 +11,7 @@ import pytest
 import pyaccel
 from pyaccel.types import AuxTokens, Draft, StepOutcome
 
-from lossless import NEAR_TIE, assert_greedy_equivalent
+from lossless import assert_greedy_equivalent, assert_rows_match, rows_alone
 
 pytestmark = pytest.mark.model
 
@@ -66,34 +66,6 @@ def plain(gemma: pyaccel.Model) -> tuple[list[int], list[int]]:
     return prompt, pyaccel.Generator(gemma).generate(prompt, max_tokens=N_TOKENS).tokens
 
 
-def _rows_alone(model: pyaccel.Model, context: list[int], root: int, aux: list[int]) -> np.ndarray:
-    """Logits of `aux` decoded alone after context + root, in one batch of their own."""
-    model.cache.truncate(0)
-    backend = model.backend
-    backend.prefill(context, start_pos=0)
-    n = len(context)
-    backend.decode([root] + aux, np.arange(n, n + 1 + len(aux)), logits=np.ones(1 + len(aux), np.int8))
-    rows = np.array(backend.logits_rows()[1:])
-    model.cache.truncate(0)
-    return rows
-
-
-def _log_softmax(x: np.ndarray) -> np.ndarray:
-    x = x.astype(np.float64)
-    return x - x.max() - np.log(np.exp(x - x.max()).sum())
-
-
-def _assert_rows_match(got: np.ndarray, want: np.ndarray) -> None:
-    """Same argmax, or a near-tie in the reference; the log-probabilities of the
-    reference's likeliest tokens within batch-numerics noise (a row of another position or
-    context would differ by far more)."""
-    for g, w in zip(got, want):
-        top = np.sort(w)[-2:]
-        assert int(np.argmax(g)) == int(np.argmax(w)) or top[1] - top[0] < NEAR_TIE
-        likely = np.argsort(w)[-20:]
-        assert np.max(np.abs(_log_softmax(g)[likely] - _log_softmax(w)[likely])) < 1.0
-
-
 def test_auxiliary_rows_equal_a_separate_decode(gemma: pyaccel.Model, plain) -> None:
     prompt, reference = plain
     gemma.cache.truncate(0)
@@ -105,8 +77,8 @@ def test_auxiliary_rows_equal_a_separate_decode(gemma: pyaccel.Model, plain) -> 
     for step in rec.steps[:3]:
         n_past = step["n_past"]
         context, root = history[:n_past], history[n_past]
-        _assert_rows_match(step["aux"][:2], _rows_alone(gemma, context, root, AUX_A))
-        _assert_rows_match(step["aux"][2:], _rows_alone(gemma, context, root, AUX_B))
+        assert_rows_match(step["aux"][:2], rows_alone(gemma, context, root, AUX_A))
+        assert_rows_match(step["aux"][2:], rows_alone(gemma, context, root, AUX_B))
 
 
 def test_auxiliary_tokens_leave_verification_alone(gemma: pyaccel.Model, plain) -> None:

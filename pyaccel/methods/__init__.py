@@ -4,6 +4,7 @@
     draft    `DraftModel`         a small GGUF model with the target's tokenizer
     lookup   `PromptLookup`       copies from the prompt and the output so far
     ngram    `NgramCacheDrafter`  context / dynamic / static n-gram caches
+    lookahead `Lookahead`         a Jacobi window and an n-gram pool, no draft model
 """
 
 from __future__ import annotations
@@ -38,8 +39,14 @@ def _ngram(**options: Any) -> Proposer:
     return NgramCacheDrafter(**options)
 
 
+def _lookahead(**options: Any) -> Proposer:
+    from .lookahead import Lookahead
+
+    return Lookahead(**options)
+
+
 def _factories() -> dict[str, Callable[..., Proposer]]:
-    return {"plain": _plain, "draft": _draft, "lookup": _lookup, "ngram": _ngram}
+    return {"plain": _plain, "draft": _draft, "lookup": _lookup, "ngram": _ngram, "lookahead": _lookahead}
 
 
 def method_names() -> list[str]:

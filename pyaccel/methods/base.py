@@ -41,7 +41,9 @@ class Proposer:
 
     def propose(self, tokens: list[int], budget: int) -> Draft:
         """Draft continuations of `tokens` (prompt + everything emitted, the last one not yet
-        evaluated by the target); at most `budget` verified nodes."""
+        evaluated by the target); at most `budget` verified nodes. Auxiliary tokens may
+        add up to what the batch and the context hold after the root, at most
+        min(n_ctx - len(tokens), max_batch - 1) tokens in all."""
         raise NotImplementedError(f"{type(self).__name__} must implement propose(tokens, budget)")
 
     def observe(self, outcome: StepOutcome) -> None:
