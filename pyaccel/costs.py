@@ -3,14 +3,20 @@
 On a small CPU verifying b tokens costs nearly b times one token; on a GPU almost nothing
 more. Every method sizes its drafts from this measured curve (through `_core.chain_plan` /
 `_core.tree_plan`), so it drafts where drafting pays and decodes plainly where it does not.
+
+Two sources: a full measurement (`measure_decode_costs`, minutes on a small CPU; `pyaccel
+models costs --remeasure`), or, by default, `CostSamples` learnt from use: a calibration of
+a few seconds at first use (`calibrate`), then every decode the model does anyway.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import os
 import platform
 import time
+import warnings
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -112,14 +118,22 @@ def _cpu_name() -> str:
     return platform.processor() or platform.machine()
 
 
-def cost_key(backend: LlamaBackend, max_batch: int) -> str:
-    """One measurement per model file, device, thread count, offload and attention kernel."""
+def _model_device(backend: LlamaBackend) -> str:
+    """Model file, device, thread count, offload and attention kernel: what costs depend on."""
     st = backend.path.stat()
-    device = f"{platform.machine()}-{_cpu_name()}-gpu{backend.config.n_gpu_layers}"
     fa = {None: "auto", True: "on", False: "off"}[backend.config.flash_attn]
-    raw = (f"{backend.path.name}-{st.st_size}-{device}-t{backend.n_threads}-fa{fa}-b{max_batch}"
-           f"-d{measure_depth(backend)}" + "".join(f"-{d}" for d in sweep_depths(backend, max_batch)))
+    return (f"{backend.path.name}-{st.st_size}-{platform.machine()}-{_cpu_name()}-gpu{backend.config.n_gpu_layers}"
+            f"-t{backend.n_threads}-fa{fa}")
+
+
+def _file_safe(raw: str) -> str:
     return "".join(c if c.isalnum() or c in "-._" else "_" for c in raw)
+
+
+def cost_key(backend: LlamaBackend, max_batch: int) -> str:
+    """One full measurement per model and device (`_model_device`), batch and depths."""
+    return _file_safe(f"{_model_device(backend)}-b{max_batch}-d{measure_depth(backend)}"
+                      + "".join(f"-{d}" for d in sweep_depths(backend, max_batch)))
 
 
 def measure_decode_costs(backend: LlamaBackend, max_batch: int = MAX_MEASURED_BATCH,
@@ -188,20 +202,235 @@ def save_json(path: Path, data: object) -> None:
     os.replace(tmp, path)
 
 
+def load_decode_costs(path: Path) -> DecodeCosts | None:
+    """A full measurement saved at `path`, or None (absent or damaged: measured again)."""
+    if not path.is_file():
+        return None
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        return DecodeCosts(seconds=[float(s) for s in data["seconds"]], key=path.stem, depth=int(data["depth"]),
+                           sweep_depths=[int(d) for d in data["sweep_depths"]],
+                           sweep_sizes=[int(b) for b in data["sweep_sizes"]],
+                           sweep_seconds=[[float(s) for s in row] for row in data["sweep_seconds"]])
+    except (ValueError, KeyError, TypeError):
+        return None
+
+
 def decode_costs(backend: LlamaBackend, *, max_batch: int = MAX_MEASURED_BATCH, remeasure: bool = False,
                  progress: bool = True) -> DecodeCosts:
-    """The cached curve for this model and device, measured on first use (or when asked)."""
-    key = cost_key(backend, max_batch)
-    path = cost_file(key)
-    if path.is_file() and not remeasure:
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-            return DecodeCosts(seconds=[float(s) for s in data["seconds"]], key=key, depth=int(data["depth"]),
-                               sweep_depths=[int(d) for d in data["sweep_depths"]],
-                               sweep_sizes=[int(b) for b in data["sweep_sizes"]],
-                               sweep_seconds=[[float(s) for s in row] for row in data["sweep_seconds"]])
-        except (ValueError, KeyError, TypeError):
-            pass  # a damaged cache file is measured again
-    costs = measure_decode_costs(backend, max_batch=max_batch, progress=progress)
-    save_json(path, asdict(costs))
+    """The cached full curve for this model and device, measured when absent (or when asked)."""
+    path = cost_file(cost_key(backend, max_batch))
+    costs = None if remeasure else load_decode_costs(path)
+    if costs is None:
+        costs = measure_decode_costs(backend, max_batch=max_batch, progress=progress)
+        save_json(path, asdict(costs))
     return costs
+
+
+# ---- learnt from use ----------------------------------------------------------------------
+#
+# Without a full measurement in the cache, the curve is learnt from the decodes a model does
+# anyway: each decode-loop step is a sample of (tokens, depth) with every row's logits (a
+# verification), each prefill one of a batch that needs only its last row's logits. A
+# calibration of a few seconds at first use times single tokens and the smallest sizes; each
+# later first use calibrates the sizes with the fewest samples, so the curve grows run by run.
+
+VERIFY, PREFILL = "verify", "prefill"
+# Recent samples kept per (kind, tokens, depth bucket): enough for a low quantile to see
+# past bursts of load; the most recent, so a machine that changed is relearnt.
+KEEP_SAMPLES = 24
+# A cell's cost is this quantile of its samples. Load on a shared machine only adds time,
+# so a low quantile is the device's own cost; the minimum would drift down as samples grow.
+SAMPLE_QUANTILE = 0.25
+# Depth buckets double in width: [0, 128), [128, 256), [256, 512), ...
+BUCKET_BASE = 128
+# A prefill bounds verifications of at most its own size (the curve stops at
+# MAX_MEASURED_BATCH); longer ones bound nothing tighter and are not kept.
+MAX_PREFILL_SAMPLE = 2 * MAX_MEASURED_BATCH
+# Wall time of one calibration, and the rounds over its sizes (round by round, so a burst
+# of load costs one sample of each size, not every sample of one size).
+CALIBRATION_S = 3.0
+CALIBRATION_ROUNDS = 2
+# Learnt samples are written at most this often (and when the Model closes).
+SAVE_EVERY_S = 10.0
+LEARNT_FORMAT = 1
+
+Cell = tuple[str, int, int]  # kind, tokens in the decode, depth bucket
+
+
+def depth_bucket(depth: int) -> int:
+    return 0 if depth < BUCKET_BASE else int(math.log2(depth / BUCKET_BASE)) + 1
+
+
+def bucket_depth(bucket: int) -> int:
+    """The depth a bucket's samples stand for (the middle of its range)."""
+    return BUCKET_BASE // 2 if bucket == 0 else BUCKET_BASE * 3 * 2 ** (bucket - 1) // 2
+
+
+def low_quantile(samples: list[float]) -> float:
+    ordered = sorted(samples)
+    return ordered[int(SAMPLE_QUANTILE * (len(ordered) - 1))]
+
+
+class CostSamples:
+    """Decode wall times seen on one model and device by (kind, tokens, depth bucket), the
+    most recent KEEP_SAMPLES of each; saved to `path` merged with what other processes saved.
+    It is the decode loop's recorder (`TargetCache.recorder`)."""
+
+    def __init__(self, path: Path | None = None, cells: dict[Cell, list[float]] | None = None) -> None:
+        self.path = path
+        self.cells: dict[Cell, list[float]] = {c: list(v)[-KEEP_SAMPLES:] for c, v in (cells or {}).items()}
+        self.version = 0  # counts samples added; curves built from these note it
+        self._unsaved: dict[Cell, list[float]] = {}
+        self._costs: dict[Cell, float] = {}
+        self._saved_at = time.monotonic()
+
+    def add(self, kind: str, tokens: int, depth: int, seconds: float) -> None:
+        if tokens < 1 or not (seconds > 0 and math.isfinite(seconds)):
+            return
+        if kind == PREFILL and tokens > MAX_PREFILL_SAMPLE:
+            return
+        cell = (kind, int(tokens), depth_bucket(max(0, depth)))
+        kept = self.cells.setdefault(cell, [])
+        kept.append(float(seconds))
+        del kept[:-KEEP_SAMPLES]
+        self._unsaved.setdefault(cell, []).append(float(seconds))
+        self._costs.pop(cell, None)
+        self.version += 1
+
+    def cost(self, kind: str, tokens: int, bucket: int) -> float | None:
+        """The cell's low-quantile wall time, or None without samples."""
+        cell = (kind, tokens, bucket)
+        if cell not in self._costs:
+            kept = self.cells.get(cell)
+            if not kept:
+                return None
+            self._costs[cell] = low_quantile(kept)
+        return self._costs[cell]
+
+    def count(self, kind: str, tokens: int, bucket: int) -> int:
+        return len(self.cells.get((kind, tokens, bucket), ()))
+
+    # ---- the recorder the decode loop calls ---------------------------------------------------
+
+    def on_decode(self, tokens: int, depth: int, seconds: float) -> None:
+        self.add(VERIFY, tokens, depth, seconds)
+
+    def on_prefill(self, tokens: int, depth: int, seconds: float) -> None:
+        self.add(PREFILL, tokens, depth, seconds)
+
+    def on_generation_end(self) -> None:
+        if self._unsaved and time.monotonic() - self._saved_at >= SAVE_EVERY_S:
+            self.save()
+
+    # ---- persistence ----------------------------------------------------------------------------
+
+    def save(self) -> None:
+        """Merge this process's new samples into the file (another process may have added
+        its own since we read it) and adopt the merged cells."""
+        if self.path is None:
+            return
+        merged = load_cells(self.path)
+        for cell, new in self._unsaved.items():
+            merged[cell] = (merged.get(cell, []) + new)[-KEEP_SAMPLES:]
+        for cell, kept in self.cells.items():
+            merged.setdefault(cell, kept)
+        try:
+            save_json(self.path, {"format": LEARNT_FORMAT, "cells": [[k, n, b, [float(f"{s:.6g}") for s in v]]
+                                                                      for (k, n, b), v in sorted(merged.items())]})
+        except OSError as exc:
+            warnings.warn(f"pyaccel could not save learnt decode costs to {self.path} ({exc}); they are relearnt "
+                          "next run: set PYACCEL_HOME to a writable folder", stacklevel=2)
+            self.path = None
+        self.cells, self._unsaved, self._costs = merged, {}, {}
+        self._saved_at = time.monotonic()
+        self.version += 1
+
+    @staticmethod
+    def load(path: Path) -> "CostSamples":
+        return CostSamples(path, load_cells(path))
+
+
+def load_cells(path: Path) -> dict[Cell, list[float]]:
+    """The samples saved at `path`; none when absent or damaged (they are relearnt)."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        if data.get("format") != LEARNT_FORMAT:
+            return {}
+        cells = {(str(k), int(n), int(b)): [float(s) for s in v] for k, n, b, v in data["cells"]}
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return {}
+    return {c: [s for s in v if s > 0 and math.isfinite(s)][-KEEP_SAMPLES:] for c, v in cells.items()
+            if c[0] in (VERIFY, PREFILL) and c[1] >= 1 and c[2] >= 0}
+
+
+def learnt_file(backend: LlamaBackend) -> Path:
+    """One file per model and device (`_model_device`), not per context size: samples carry
+    their own depth."""
+    return cache_dir() / "costs" / f"{_file_safe(_model_device(backend))}.learnt.json"
+
+
+def calibrate(backend: LlamaBackend, samples: CostSamples, budget_s: float = CALIBRATION_S,
+              max_batch: int = MAX_MEASURED_BATCH) -> list[int]:
+    """Time decodes behind what sequence 0 holds for about `budget_s` seconds, into `samples`:
+    one SWEEP_SIZES size after another, those with the fewest samples first (smaller first)
+    whose expected time fits what is left, CALIBRATION_ROUNDS times each, every time next to
+    a single token (so both see the same load), and once with only its last row's logits (as
+    a prefill: it tells what the output rows cost). Returns the sizes timed."""
+    origin = backend.kv_pos_max(0) + 1
+    max_batch = min(max_batch, backend.max_batch, backend.n_ctx - origin - 2)
+    if max_batch < 1:
+        raise ValueError("the context is too full to calibrate decode costs: use a larger n_ctx")
+    tokens = (np.arange(max_batch, dtype=np.int32) * 37 + 1000) % backend.n_vocab
+    timed = [1]
+    try:
+        # Warm-up: a context's first decode pages the weights in and allocates buffers;
+        # plain decoding pays that as well (in its prefill), so it is not in the budget.
+        _timed(backend, tokens[:1], origin, all_rows=True)
+        t0 = time.perf_counter()
+        t1 = _timed(backend, tokens[:1], origin, all_rows=True)
+        samples.add(VERIFY, 1, origin, t1)
+        while True:
+            b = _next_size(samples, depth_bucket(origin), max_batch, t1, budget_s - (time.perf_counter() - t0), timed)
+            if b is None:
+                return timed
+            for _ in range(CALIBRATION_ROUNDS):
+                samples.add(VERIFY, 1, origin, _timed(backend, tokens[:1], origin, all_rows=True))
+                samples.add(VERIFY, b, origin, _timed(backend, tokens[:b], origin, all_rows=True))
+            samples.add(PREFILL, b, origin, _timed(backend, tokens[:b], origin, all_rows=False))
+            timed.append(b)
+    finally:
+        backend.kv_remove(0, origin, -1)
+
+
+def _next_size(samples: CostSamples, bucket: int, max_batch: int, t1: float, budget_s: float,
+               done: list[int]) -> int | None:
+    """The size not in `done` with the fewest samples (the smaller first) whose timings fit."""
+    for b in sorted((b for b in SWEEP_SIZES if 1 < b <= max_batch and b not in done),
+                    key=lambda b: (samples.count(VERIFY, b, bucket), b)):
+        expected = _expected_s(samples, bucket, b, t1)
+        if CALIBRATION_ROUNDS * (t1 + expected) + expected <= budget_s:
+            return b
+    return None
+
+
+def _expected_s(samples: CostSamples, bucket: int, b: int, t1: float) -> float:
+    """What a decode of b tokens should take now: its own samples, else the largest smaller
+    size's scaled linearly (costs grow slower than that), else b single tokens."""
+    one = samples.cost(VERIFY, 1, bucket)
+    for a in range(b, 0, -1):
+        known = samples.cost(VERIFY, a, bucket)
+        if known is not None and one is not None:
+            return known / one * t1 * b / a
+    return b * t1
+
+
+def _timed(backend: LlamaBackend, tokens: np.ndarray, start: int, all_rows: bool) -> float:
+    """Wall time of one decode of `tokens` at `start` (reading the logits waits for a GPU)."""
+    b = len(tokens)
+    t = time.perf_counter()
+    backend.decode(tokens, np.arange(start, start + b), logits=np.ones(b, dtype=np.int8) if all_rows else None)
+    backend.logits_rows()
+    seconds = time.perf_counter() - t
+    backend.kv_remove(0, start, -1)
+    return seconds

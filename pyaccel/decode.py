@@ -237,6 +237,7 @@ def _step(backend: LlamaBackend, cache: TargetCache, proposer: "Proposer", st: _
     te = time.perf_counter()
     p = _evaluate(backend, root, draft, n_past)
     tv = time.perf_counter()
+    cache.note_decode(1 + len(draft) + (len(draft.aux) if draft.aux is not None else 0), tv - te)
     with _model_output(draft):
         res = _core.verify_tree(p.logits[: 1 + len(draft)], draft.tokens, draft.parents, st.params, st.rng,
                                 draft.q)

@@ -8,10 +8,20 @@ catching up with the target) skip what is already cached.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Sequence
+import time
+from typing import TYPE_CHECKING, Protocol, Sequence
 
 if TYPE_CHECKING:
     from .backend import LlamaBackend
+
+
+class DecodeRecorder(Protocol):
+    """Learns decode costs from use (`pyaccel.costs.CostSamples`): the wall time of each
+    decode-loop step (every row's logits) and of each prefill (the last row's only)."""
+
+    def on_decode(self, tokens: int, depth: int, seconds: float) -> None: ...
+    def on_prefill(self, tokens: int, depth: int, seconds: float) -> None: ...
+    def on_generation_end(self) -> None: ...
 
 
 def common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
@@ -29,6 +39,7 @@ class TargetCache:
     def __init__(self, backend: "LlamaBackend") -> None:
         self.backend = backend
         self._tokens: list[int] = []
+        self.recorder: DecodeRecorder | None = None
 
     def __len__(self) -> int:
         return len(self._tokens)
@@ -46,9 +57,18 @@ class TargetCache:
         The last prompt token is always evaluated, so `backend.logits_rows()[-1]` is its row."""
         common = min(common_prefix(self._tokens, prompt), len(prompt) - 1)
         self.truncate(common)
+        t0 = time.perf_counter()
         self.backend.prefill(prompt[common:], start_pos=common)
+        if self.recorder is not None and len(prompt) - common <= self.backend.max_batch:  # one decode
+            self.backend.logits_rows()  # waits for a GPU
+            self.recorder.on_prefill(len(prompt) - common, common, time.perf_counter() - t0)
         self._tokens = list(prompt)
         return common
+
+    def note_decode(self, tokens: int, seconds: float) -> None:
+        """The decode loop evaluated `tokens` behind what is recorded, in `seconds`."""
+        if self.recorder is not None:
+            self.recorder.on_decode(tokens, len(self._tokens), seconds)
 
     def append(self, token: int) -> None:
         """Decode one token at the end of sequence 0 (its logits row is the backend's last)."""
@@ -71,3 +91,5 @@ class TargetCache:
         n = min(common_prefix(self._tokens, tokens), len(tokens))
         self.backend.kv_keep(0)
         self.truncate(n)
+        if self.recorder is not None:
+            self.recorder.on_generation_end()

@@ -60,19 +60,23 @@ class Model:
 
     @property
     def costs(self) -> CostModel:
-        """The cost model of this model on this device, measured on first use (cached on
-        disk per model file, device, threads and offload). Assign a `CostModel.fixed(...)`
-        to study another device's curve."""
+        """The cost model of this model on this device (cached on disk per model file,
+        device, threads and offload): the full measurement if `pyaccel models costs
+        --remeasure` made one, else learnt from this model's own decodes after a calibration
+        of a few seconds on first use. Assign a `CostModel.fixed(...)` to study another
+        device's curve."""
         if self._costs is None:
-            # A measurement needs room in the context: it starts from an empty cache (the
+            # A calibration needs room in the context: it starts from an empty cache (the
             # prefix of the last prompt is dropped once), so any context size works.
             self.cache.truncate(0)
-            self._costs = CostModel.of(self.backend, progress=self.progress)
+            self.costs = CostModel.of(self.backend, progress=self.progress)
+        assert self._costs is not None
         return self._costs
 
     @costs.setter
     def costs(self, value: CostModel) -> None:
         self._costs = value
+        self.cache.recorder = value.learnt  # only a learnt curve learns from this model's decodes
 
     @property
     def registry_spec(self) -> registry.ModelSpec | None:
@@ -105,6 +109,8 @@ class Model:
         return self.backend.tokenize(formatted.prompt, add_special=not formatted.added_special, parse_special=True)
 
     def close(self) -> None:
+        if self._costs is not None and self._costs.learnt is not None:
+            self._costs.learnt.save()
         self.backend.close()
 
     def __enter__(self) -> "Model":

@@ -40,9 +40,11 @@ def _add_models(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> N
     pull.add_argument("--force", action="store_true", help="fetch again even if cached")
     path = msub.add_parser("path", help="print the cached path of a model (pulling it if needed)")
     path.add_argument("name")
-    costs = msub.add_parser("costs", help="show (or re-measure) a model's decode-cost curve on this machine")
+    costs = msub.add_parser("costs", help="show a model's decode-cost curve on this machine (learnt from use, "
+                                          "or fully measured)")
     costs.add_argument("name")
-    costs.add_argument("--remeasure", action="store_true", help="measure again instead of using the cached curve")
+    costs.add_argument("--remeasure", action="store_true",
+                       help="measure the full curve now (minutes on a small CPU); it replaces the learnt one")
     costs.add_argument("--threads", type=int, default=None)
     costs.add_argument("--n-gpu-layers", type=int, default=0)
 
@@ -118,8 +120,13 @@ def _show_costs(args: argparse.Namespace) -> int:
 
     # The default context, as methods use it.
     with Model(args.name, n_threads=args.threads, n_gpu_layers=args.n_gpu_layers) as model:
-        costs = CostModel.of(model.backend, remeasure=args.remeasure).measured
+        cost_model = CostModel.of(model.backend, remeasure=args.remeasure)
+        costs = cost_model.measured
     assert costs is not None
+    if cost_model.learnt is not None:
+        n = sum(len(v) for v in cost_model.learnt.cells.values())
+        print(f"Learnt from use ({n} decodes timed; it grows as the model is used). "
+              f"`pyaccel models costs {args.name} --remeasure` measures the full curve (minutes).\n")
     print(curve_table(costs))
     return 0
 
