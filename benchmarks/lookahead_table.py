@@ -65,6 +65,7 @@ def main() -> int:
     ap.add_argument("--suite", action="append", default=None, help="default: specbench (1 per category) and code")
     ap.add_argument("--prompts", type=int, default=1)
     ap.add_argument("--max-tokens", type=int, default=96)
+    ap.add_argument("--threads", type=int, default=None, help="tau does not depend on it; 1 suits a busy machine")
     ap.add_argument("--out", required=True, type=Path)
     ap.add_argument("--report", action="store_true", help="print the table of --out and exit")
     args = ap.parse_args()
@@ -77,7 +78,7 @@ def main() -> int:
     if args.out.is_file():
         done = {(r["setting"], r["id"]) for r in map(json.loads, args.out.read_text().splitlines()) if r}
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    model = pyaccel.Model(args.model, n_seq_max=32, progress=False)
+    model = pyaccel.Model(args.model, n_seq_max=32, n_threads=args.threads, progress=False)
     for label, opts in map(parse_setting, args.setting):
         gen = pyaccel.Generator(model, pyaccel.Lookahead(**opts))
         for p in prompts:

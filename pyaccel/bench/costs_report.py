@@ -14,6 +14,7 @@ from .. import _core
 from ..costs import MAX_MEASURED_BATCH, DecodeCosts
 
 if TYPE_CHECKING:
+    from ..methods.lookahead import LookaheadTuning
     from ..model import Model
 
 # Sizes shown from the measured curve (the steps of the CPU kernels' tiling are visible).
@@ -22,6 +23,8 @@ ALPHAS = (0.5, 0.7, 0.8, 0.9)
 # Slope of the synthetic GPU-like curve: each extra token verified costs 2% of one token.
 FLAT_SLOPE = 0.02
 PLAN_MAX_DRAFT = 32
+# A flatter curve still (a small model on a large GPU: 64 tokens cost ~1.3 tokens).
+FLATTER_SLOPE = 0.005
 
 
 def flat_curve(n: int = MAX_MEASURED_BATCH, slope: float = FLAT_SLOPE) -> list[float]:
@@ -60,6 +63,37 @@ def plan_table(measured: Sequence[float], draft_costs: Sequence[tuple[str, float
     return "\n".join(lines)
 
 
+def lookahead_table(measured: Sequence[float], tuning: "LookaheadTuning | None" = None) -> str:
+    """Markdown: every measured lookahead window size with its tau and its predicted speedup
+    on the measured and the flat curve, and the size the cost model runs on each."""
+    from ..cost_model import CostModel
+    from ..methods.lookahead import LookaheadTuning, WindowSize, plan_window
+
+    tuning = tuning if tuning is not None else LookaheadTuning()
+    if not tuning.tau:
+        return "(no measured lookahead window sizes: run benchmarks/lookahead_table.py)"
+    curves = [("measured", CostModel.fixed(list(measured))),
+              (f"flat {FLAT_SLOPE:g}", CostModel.fixed(flat_curve(len(measured)))),
+              (f"flat {FLATTER_SLOPE:g}", CostModel.fixed(flat_curve(len(measured), FLATTER_SLOPE)))]
+    head = ["W, N, G", "tokens/pass", "tau"] + [f"{name}: relative cost (speedup)" for name, _ in curves]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for (w, n, g), tau in sorted(tuning.tau.items()):
+        size = WindowSize(w, n, g)
+        cells = [f"{w}, {n}, {g}", str(size.tokens_per_pass), f"{tau:.2f}"]
+        for _, costs in curves:
+            if size.tokens_per_pass > costs.max_nodes(0) + 1:
+                cells.append("-")
+                continue
+            rel = costs.curve(0).cost_at(size.tokens_per_pass) / costs.curve(0).cost_at(1)
+            cells.append(f"{rel:.2f} ({tau / rel:.2f}x)")
+        lines.append("| " + " | ".join(cells) + " |")
+    for name, costs in curves:
+        plan = plan_window(costs, 0, tuning, max_seqs=32, max_tokens=512)
+        chosen = f"{plan.size} ({plan.expected_speedup:.2f}x)" if plan else "no window (the pool alone, sized per step)"
+        lines.append(f"\nThe cost model runs on the {name} curve: {chosen}")
+    return "\n".join(lines)
+
+
 def _draft_cost(model: "Model", draft: str | None) -> tuple[str, float] | None:
     """One draft-model token's decode time relative to one target token, or None without a draft.
     Both are timed now, one after the other, so a busy machine slows both alike."""
@@ -90,4 +124,6 @@ def costs_report(model: "Model", draft: str | None = None) -> str:
              f"flat: t[b] = 1 + {FLAT_SLOPE} (b - 1), GPU-like):", "", plan_table(costs.relative(), draft_costs)]
     if measured_draft is None:
         parts += ["", f"({model.name} has no registry draft model: pass --draft-model to add its row)"]
+    parts += ["", "Lookahead window sizes (tau measured greedy; speedup = tau / relative cost of the pass):", "",
+              lookahead_table(costs.relative())]
     return "\n".join(parts)
