@@ -17,6 +17,7 @@ from .errors import (
     PyaccelError,
 )
 from .generator import Generator
+from .methods.auto.proposer import Auto, AutoTuning
 from .methods.base import NoDraft, Proposer
 from .methods.draft import DraftModel
 from .methods.lookahead import Lookahead, LookaheadTuning
@@ -29,6 +30,8 @@ from .types import AuxTokens, Draft, Result, SamplingConfig, Stats, StepOutcome
 __version__ = "0.1.0"
 
 __all__ = [
+    "Auto",
+    "AutoTuning",
     "AuxTokens",
     "ContextOverflowError",
     "CostModel",

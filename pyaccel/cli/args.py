@@ -45,13 +45,15 @@ def add_method_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--method", default=defaults.METHOD, type=method_spec, metavar="SPEC",
                    help=f"decoding method: {', '.join(method_names())}, with options as NAME:key=value,... "
                         f"(default: {defaults.METHOD})")
-    p.add_argument("--draft-model", default=None, help="draft model for --method draft (default: the registry pair)")
+    p.add_argument("--draft-model", default=None,
+                   help="draft model for --method draft or auto (default: the registry pair)")
     p.add_argument("--draft-length", type=int, default=None,
                    help="fixed draft length (default: chosen by the measured cost model)")
     p.add_argument("--ngram-static", default=None, metavar="FILE",
-                   help="static cache for --method ngram (pyaccel ngram build)")
+                   help="static cache for --method ngram or auto (pyaccel ngram build)")
     p.add_argument("--ngram-dynamic", default=None, metavar="FILE",
-                   help="dynamic cache for --method ngram: loaded if it exists, updated after the generation")
+                   help="dynamic cache for --method ngram or auto: loaded if it exists, updated after the "
+                        "generation")
 
 
 def make_method_from_args(args: argparse.Namespace) -> "Proposer":
@@ -61,6 +63,11 @@ def make_method_from_args(args: argparse.Namespace) -> "Proposer":
         options["draft"] = args.draft_model
     elif spec.name == "ngram":
         options.update(static_path=args.ngram_static, dynamic_path=args.ngram_dynamic)
+    elif spec.name == "auto":
+        if args.draft_length is not None:
+            raise ValueError("--draft-length fixes one method's draft; auto sizes its drafts by the cost model: "
+                             "drop it, or pick a method (e.g. --method lookup)")
+        options = {"draft": args.draft_model, "ngram_static": args.ngram_static, "ngram_dynamic": args.ngram_dynamic}
     elif spec.name == "plain":
         options = {}
     return make_method(spec, **options)

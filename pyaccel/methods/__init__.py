@@ -5,6 +5,7 @@
     lookup   `PromptLookup`       copies from the prompt and the output so far
     ngram    `NgramCacheDrafter`  context / dynamic / static n-gram caches
     lookahead `Lookahead`         a Jacobi window and an n-gram pool, no draft model
+    auto     `Auto`               every proposer's candidates in one tree (the default)
 """
 
 from __future__ import annotations
@@ -45,8 +46,15 @@ def _lookahead(**options: Any) -> Proposer:
     return Lookahead(**options)
 
 
+def _auto(**options: Any) -> Proposer:
+    from .auto.proposer import Auto
+
+    return Auto(**options)
+
+
 def _factories() -> dict[str, Callable[..., Proposer]]:
-    return {"plain": _plain, "draft": _draft, "lookup": _lookup, "ngram": _ngram, "lookahead": _lookahead}
+    return {"plain": _plain, "draft": _draft, "lookup": _lookup, "ngram": _ngram, "lookahead": _lookahead,
+            "auto": _auto}
 
 
 def method_names() -> list[str]:

@@ -11,6 +11,7 @@ device where drafting cannot pay, the method drafts nothing.
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
@@ -21,6 +22,7 @@ from ..cost_model import CostModel
 from ..decode import new_rng, sampling_params
 from ..errors import IncompatibleModelsError
 from ..types import Draft, SamplingConfig, StepOutcome
+from .auto.candidate import Candidate
 from .base import Proposer
 
 if TYPE_CHECKING:
@@ -52,6 +54,16 @@ def probe_pays(costs: CostModel, depth: int, lag: int, idle_steps: int, draft_co
     wins = float(np.sum(np.cumprod(np.asarray(list(alpha)[:probe_len], dtype=np.float64))))
     cost = lag * catch_cost + probe_len * draft_cost + curve.cost_at(probe_len + 1) - curve.cost_at(1) - wins
     return cost <= share * idle_steps
+
+
+@dataclass(frozen=True)
+class DraftPlan:
+    """One step's decision: tokens to draft (0: none) and the speedup over plain decoding
+    expected from them, the draft's own costs counted (1.0 for a probe or no draft; NaN
+    for a fixed length, which is not planned)."""
+
+    length: int
+    expected_speedup: float
 
 
 class DraftModel(Proposer):
@@ -147,32 +159,34 @@ class DraftModel(Proposer):
         self._params = sampling_params(sampling)
         self._rng = new_rng(sampling.seed, DRAFT_SEED_SALT)
 
-    def _plan_length(self, budget: int, tokens: list[int]) -> int:
+    def plan(self, tokens: list[int], budget: int) -> DraftPlan:
         """Tokens to draft this step, every cost counted: the draft's catch-up over the
-        tokens it has not seen, its own steps, and the wider verification."""
+        tokens it has not seen, its own steps, and the wider verification. This is the
+        step's decision (a probe is counted), made once per step."""
         if self.fixed_length is not None:
-            return min(self.fixed_length, budget)
+            return DraftPlan(min(self.fixed_length, budget), float("nan"))
         assert self._costs is not None and self.draft_cost is not None, "DraftModel is not bound to a target"
         limit, depth = min(self.max_draft, budget), len(tokens)
         # If even a draft that is always accepted cannot clearly beat plain decoding here,
         # never draft nor probe (and never scan the history for the draft's lag).
         if limit < 1 or not self._costs.can_pay(depth, self.max_draft, self.draft_cost, CAN_PAY_MARGIN):
-            return 0
+            return DraftPlan(0, 1.0)
         assert self.model is not None
         lag = len(tokens) - self.model.cache.common_prefix(tokens)
         catch = self._catch_per_token() * lag
         plan = self._costs.chain(self._stats.alpha(), depth, limit, self.draft_cost)
-        if plan.best_len > 0 and plan.expected_tokens / (plan.expected_cost + catch) > 1.0:
+        speedup = plan.expected_tokens / (plan.expected_cost + catch) if plan.best_len > 0 else 1.0
+        if plan.best_len > 0 and speedup > 1.0:
             self._idle_steps = 0
-            return plan.best_len
+            return DraftPlan(plan.best_len, speedup)
         self._idle_steps += 1
         if self._idle_steps >= self.probe_every and probe_pays(
                 self._costs, depth, lag, self._idle_steps, self.draft_cost, self._catch_per_token(),
                 self._stats.alpha(), min(self.probe_len, limit), self.probe_share):
             self._idle_steps = 0
             self._probes += 1
-            return min(self.probe_len, limit)
-        return 0
+            return DraftPlan(min(self.probe_len, limit), 1.0)
+        return DraftPlan(0, 1.0)
 
     def _catch_per_token(self) -> float:
         assert self.draft_cost is not None
@@ -213,10 +227,22 @@ class DraftModel(Proposer):
         return _core.sample_probs(rest, self._rng)
 
     def propose(self, tokens: list[int], budget: int) -> Draft:
+        return self.draft(tokens, self.plan(tokens, budget).length)
+
+    def candidate(self, draft: Draft) -> Candidate:
+        """A chain drafted by `draft` (tree=False, greedy: no q) as a `Candidate`, each
+        position with its learnt probability of acceptance (the public candidates API,
+        `pyaccel.methods.auto.candidate`)."""
+        if draft.q is not None or np.any(draft.parents != np.arange(-1, len(draft) - 1)):
+            raise ValueError("only a greedy chain (DraftModel(tree=False), temperature 0) merges into other "
+                             "proposers' trees: verify a sampled or branched draft on its own")
+        return Candidate.chain(draft.tokens, np.cumprod(self._stats.alpha()[: len(draft)]), self.name)
+
+    def draft(self, tokens: list[int], n: int) -> Draft:
+        """Run the draft model for (up to) `n` tokens after `tokens` (n from `plan`)."""
         assert self.model is not None, "DraftModel is not bound to a target"
         cache = self.model.cache
-        n = self._plan_length(budget, tokens)
-        if n == 0:
+        if n <= 0:
             return Draft.empty()
         t0 = time.perf_counter()
         cached = cache.prefill(tokens)  # catch up: evaluates what the draft has not seen yet
@@ -253,8 +279,10 @@ class DraftModel(Proposer):
         if len(outcome.draft) == 0:
             return
         # Acceptance is tracked along the main chain; a kept sibling means its main node was rejected.
+        # A caller verifying only part of the draft (auto) passes that part: only it is known.
+        drafted = sum(1 for i in self._main_nodes if i < len(outcome.draft))
         on_main = sum(1 for i in outcome.accepted if i in self._main_nodes)
-        self._stats.observe(min(len(self._main_nodes), self.max_draft), min(on_main, self.max_draft))
+        self._stats.observe(min(drafted, self.max_draft), min(on_main, self.max_draft))
 
     def reset(self) -> None:
         if self.model is not None:

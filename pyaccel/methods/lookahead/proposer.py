@@ -21,6 +21,7 @@ import numpy as np
 from ... import _core
 from ...cost_model import CostModel
 from ...types import AuxTokens, Draft, SamplingConfig, StepOutcome
+from ..auto.candidate import Candidate
 from ..base import Proposer
 from .candidates import CandidateTree, matched_depth, merge_candidates, path_probs
 from .sizing import LookaheadTuning, WindowPlan, WindowSize, plan_window
@@ -156,7 +157,8 @@ class Lookahead(Proposer):
             self._set_size(size, np.asarray(tokens, dtype=np.int32))
             self._counts["window_w"] = float(size.window if size else 0)
 
-    def propose(self, tokens: list[int], budget: int) -> Draft:
+    def _take(self, tokens: list[int]) -> int:
+        """Start a step on `tokens`: resize if planned, pool the output's n-grams; the root."""
         self._counts["steps"] += 1
         self._replan(tokens)
         n = self._size.ngram
@@ -166,7 +168,23 @@ class Lookahead(Proposer):
             self._pooled = len(tokens)
         if self._index is not None:
             self._index.append(np.asarray(tokens[self._index.size():], dtype=np.int32))
-        root = self._root = int(tokens[-1])
+        self._root = int(tokens[-1])
+        return self._root
+
+    def candidates(self, tokens: list[int], budget: int) -> list[Candidate]:
+        """The verified branch alone (the pool's continuations of the root, merged), each node
+        with P(accepted) from the learnt hazard: the public candidates API
+        (`pyaccel.methods.auto.candidate`), in place of `propose`. No window is evaluated or
+        advanced (create the method with window=0); `observe` still learns from the step."""
+        root = self._take(tokens)
+        self._tree = tree = merge_candidates(self._candidates(root, self._size.ngram), self._n_seq_max)
+        if not len(tree) or budget < 1:
+            return []
+        return [Candidate(tree.tokens, tree.parents, path_probs(tree, self._hazard.alpha()), self.name)]
+
+    def propose(self, tokens: list[int], budget: int) -> Draft:
+        root = self._take(tokens)
+        n = self._size.ngram
         room = min(self._n_ctx - len(tokens), self._max_batch - 1)  # after the root, aux included
         window = self._window if self._window is not None and self._window.n_tokens < room else None
         aux = None

@@ -29,6 +29,7 @@ import numpy as np
 from ... import _core
 from ...cost_model import CostModel
 from ...types import Draft, SamplingConfig
+from ..auto.candidate import Candidate
 from ..base import Proposer
 from ..shadow import ShadowScorer
 from .rewrites import FRESH, IN_LINE, CopyFollower, FollowerTuning
@@ -240,21 +241,34 @@ class PromptLookup(Proposer):
                                    np.cumprod(np.asarray(self._stats.alpha())[buckets]), followed.tokens, buckets))
         return out
 
-    def propose(self, tokens: list[int], budget: int) -> Draft:
+    def _step_candidates(self, tokens: list[int], budget: int) -> tuple[list[_Candidates], int]:
+        """This step's candidates (each shadowed, so acceptance is learnt whether or not it
+        is drafted) and the deepest draft allowed."""
         self._index.append(np.asarray(tokens[self._index.size():], dtype=np.int32))
         self._shadows.settle(tokens)
         depth = min(self.max_draft, budget)
         if self.fixed_length is not None:
             depth = min(self.fixed_length, budget)
         if depth < 1:
-            return Draft.empty()
+            return [], depth
         branches = 1 if self.fixed_length is not None else min(self.max_candidates, self._n_seq_max)
         tree = self._index.lookup(self.n_min, self.n_max, self.max_draft, branches, self.tuning.context_cap)
         cands = self._candidates(tokens, tree)
-        if not cands:
-            return Draft.empty()
         for c in cands:
             self._shadows.add(len(tokens), c.chain, _BucketObserver(self._stats, c.buckets))
+        return cands, depth
+
+    def candidates(self, tokens: list[int], budget: int) -> list[Candidate]:
+        """What this step could draft (the lookup tree, and the followed copy where it
+        differs), each node with its probability of acceptance from the learnt hazard; the
+        public candidates API (`pyaccel.methods.auto.candidate`), in place of `propose`."""
+        cands, _ = self._step_candidates(tokens, budget)
+        return [Candidate(c.tokens, c.parents, c.path_probs, self.name) for c in cands]
+
+    def propose(self, tokens: list[int], budget: int) -> Draft:
+        cands, depth = self._step_candidates(tokens, budget)
+        if not cands:
+            return Draft.empty()
         if self.fixed_length is not None:
             return Draft.chain(np.asarray(cands[-1].chain[:depth], dtype=np.int32))
         if self._costs is None:

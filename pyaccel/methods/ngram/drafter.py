@@ -24,6 +24,7 @@ import numpy as np
 from ... import _core
 from ...cost_model import CostModel
 from ...types import Draft, SamplingConfig
+from ..auto.candidate import Candidate
 from ..base import Proposer
 from ..shadow import ShadowScorer
 
@@ -139,7 +140,8 @@ class NgramCacheDrafter(Proposer):
         self._counted = len(prompt)
         self._shadows.clear()
 
-    def propose(self, tokens: list[int], budget: int) -> Draft:
+    def _full_draft(self, tokens: list[int]) -> np.ndarray:
+        """The caches' draft at full depth, shadowed so its acceptance is learnt."""
         assert self._context is not None, "begin() was not called"
         self._count_new(tokens)
         self._shadows.settle(tokens)
@@ -147,7 +149,20 @@ class NgramCacheDrafter(Proposer):
         full = _core.ngram_cache_draft(tail, self._context, self.dynamic_cache, self._static,
                                        self.max_draft, self.thresholds)
         self._shadows.add(len(tokens), full, self.acceptance)
+        return full
+
+    def propose(self, tokens: list[int], budget: int) -> Draft:
+        full = self._full_draft(tokens)
         return Draft.chain(full[: self._draft_len(len(full), budget, len(tokens))])
+
+    def candidates(self, tokens: list[int], budget: int) -> list[Candidate]:
+        """The caches' chain with P(position accepted) from the learnt per-position
+        acceptance: the public candidates API (`pyaccel.methods.auto.candidate`), in place
+        of `propose`."""
+        full = self._full_draft(tokens)[: max(0, budget)]
+        if not len(full):
+            return []
+        return [Candidate.chain(full, np.cumprod(self.acceptance.alpha()[: len(full)]), self.name)]
 
     def _count_new(self, tokens: list[int]) -> None:
         """Count the tokens committed since the last step. The update only needs the n_max

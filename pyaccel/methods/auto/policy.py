@@ -1,0 +1,107 @@
+"""What `auto` runs and verifies: the tuning knobs and the decisions made from the cost model.
+
+    draft_may_pay   whether the draft model is worth loading on this device at all
+    plan_tree       the subset of the merged tree worth verifying this step
+    draft_runs      whether this step's draft-model run is expected to beat the free tree
+
+Lookup, the n-gram caches and the lookahead pool cost microseconds per step, so they
+always offer candidates; the draft model costs a decode per drafted token, so it runs only
+when its own plan (catch-up and draft tokens counted) expects more than the free tree.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from ... import _core
+from ...cost_model import CostModel
+from ...errors import ModelNotFoundError
+from ...registry import resolve_model
+from .merge import MergedTree
+
+if TYPE_CHECKING:
+    from ...model import Model
+
+
+@dataclass(frozen=True)
+class AutoTuning:
+    """The knobs of `auto`."""
+
+    # The draft-model gate assumes a draft as good as same-family drafts get (this
+    # acceptance per token) at the least it can cost: its file size over the target's (a
+    # single-token decode reads every weight once). If even that cannot beat plain decoding
+    # by draft_margin at any depth checked, the draft model is never loaded.
+    draft_alpha: float = 0.8
+    draft_margin: float = 0.05
+    draft_max: int = 16
+    # The deepest prompt-lookup draft (its own default).
+    lookup_max_draft: int = 64
+    # Pool-only lookahead: n-grams of this many tokens, this many kept per first token.
+    lookahead_ngram: int = 5
+    lookahead_guesses: int = 7
+
+    def validate(self) -> None:
+        if not 0.0 < self.draft_alpha < 1.0:
+            raise ValueError(f"draft_alpha must be in (0, 1), got {self.draft_alpha}")
+        for name in ("draft_max", "lookup_max_draft", "lookahead_guesses"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if self.lookahead_ngram < 3:
+            raise ValueError(f"lookahead_ngram must be >= 3, got {self.lookahead_ngram}")
+
+
+def local_draft_path(target: "Model", draft: object) -> Path | None:
+    """The draft model's file if it is on this machine (never pulled: `auto` must not start
+    a download); `draft` is a Model, a name or a path, None for the target's registry pair."""
+    from ...model import Model
+
+    if isinstance(draft, Model):
+        return draft.path
+    if draft is None:
+        spec = target.registry_spec
+        if spec is None or spec.draft is None:
+            return None
+        draft = spec.draft
+    if not isinstance(draft, (str, os.PathLike)):
+        raise TypeError(f"auto's draft must be a Model, a registry name or a .gguf path, got {type(draft).__name__}")
+    try:
+        return resolve_model(draft, pull_missing=False, progress=False)
+    except ModelNotFoundError:
+        return None
+
+
+def draft_cost_floor(draft: Path, target: Path) -> float:
+    """The least a draft token can cost in target tokens: the ratio of the weights read."""
+    return draft.stat().st_size / max(1, target.stat().st_size)
+
+
+def draft_may_pay(costs: CostModel, depths: list[int], cost_floor: float, tuning: AutoTuning) -> bool:
+    """Could a good draft (tuning.draft_alpha per token, at `cost_floor`) beat plain
+    decoding by the margin at any of `depths`? A chain plan each: cheap, nothing loaded."""
+    alpha = [tuning.draft_alpha] * tuning.draft_max
+    for depth in depths:
+        plan = costs.chain(alpha, depth, tuning.draft_max, cost_floor)
+        if plan.best_len > 0 and plan.expected_speedup > 1.0 + tuning.draft_margin:
+            return True
+    return False
+
+
+def plan_tree(costs: CostModel, tree: MergedTree, depth: int, budget: int) -> "_core.TreePlan":
+    """The prefix-closed subset of `tree` with the best expected tokens per unit of
+    measured cost at `depth` (empty when no draft beats plain decoding)."""
+    return costs.tree(tree.path_probs, tree.parents, depth, budget)
+
+
+def speedup_of(plan: "_core.TreePlan") -> float:
+    return float(plan.expected_speedup) if len(plan.nodes) else 1.0
+
+
+def draft_runs(draft_length: int, draft_speedup: float, free: "_core.TreePlan") -> bool:
+    """Run the draft model this step? Only when its plan drafts and expects at least what
+    the free candidates' plan does (a probe, speedup 1.0, runs only when they draft nothing)."""
+    return draft_length > 0 and bool(np.isfinite(draft_speedup)) and draft_speedup >= speedup_of(free)

@@ -1,0 +1,229 @@
+"""`auto`: every proposer's candidates merged into one draft tree, sized by the cost model.
+
+Per step:
+
+    lookup.candidates ─┐
+    ngram.candidates  ─┼─ merge_trees ─ plan_tree ──────────────────────┐
+    lookahead pool    ─┘   (one prefix tree,     (best expected tokens  ├─ Draft
+                            max of estimates)     per measured cost)    │
+    draft model: only if loaded (`draft_may_pay`) and its own plan expects more than
+    the free tree (`draft_runs`); greedy: merged in and planned again; sampling: its
+    chain (with q) is verified on its own instead.
+
+Each proposer learns its acceptance from the committed tokens (lookup and n-gram caches by
+shadow drafts, the pool by scoring its tree, the draft model along its chain), so an
+estimate improves whether or not its nodes were verified. The proposers live as long as
+the Generator: what they learn about copies, caches and the draft carries over from call
+to call (each keeps what transfers, as it does as a method of its own).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Sequence, Union
+
+import numpy as np
+
+from ... import defaults
+from ...cost_model import CostModel
+from ...types import Draft, SamplingConfig, StepOutcome
+from ..base import Proposer
+from ..draft import DraftModel
+from ..lookahead import Lookahead
+from ..lookup import PromptLookup
+from ..ngram import NgramCacheDrafter
+from .candidate import Candidate, CandidateProposer
+from .merge import MergedTree, merge_trees
+from .policy import AutoTuning, draft_cost_floor, draft_may_pay, draft_runs, local_draft_path, plan_tree
+
+if TYPE_CHECKING:
+    from ...model import Model
+
+PathLike = Union[str, "os.PathLike[str]"]
+
+
+@dataclass(frozen=True)
+class _Step:
+    """What this step verified: the merged tree and the nodes of it in the draft (None: the
+    draft model's own draft, verified alone), and the draft model's chain if it ran."""
+
+    tree: MergedTree | None
+    nodes: np.ndarray
+    draft_chain: list[int] | None
+
+
+class Auto(Proposer):
+    """Every available proposer at once (method "auto", the default).
+
+    lookup: prompt lookup (copies from the prompt and the output).
+    ngram_static, ngram_dynamic: n-gram caches (as for method "ngram"); used when given.
+    lookahead: the lookahead n-gram pool (no Jacobi window).
+    draft: a draft Model, registry name or .gguf path (None: the target's registry pair);
+      used only if its file is already on this machine and a good draft could pay on this
+      device (`policy.draft_may_pay`, decided when the Generator is built).
+      use_draft=False never considers one.
+    extra: more proposers offering candidates (`CandidateProposer`: the Proposer hooks
+      with `candidates(tokens, budget)` in place of `propose`).
+    tuning: `AutoTuning`; costs: a cost model to plan with instead of the target's.
+    """
+
+    name = "auto"
+
+    def __init__(self, *, lookup: bool = True, ngram_static: PathLike | None = None,
+                 ngram_dynamic: PathLike | None = None, lookahead: bool = True, draft: object = None,
+                 use_draft: bool = True, extra: Sequence[CandidateProposer] = (), tuning: AutoTuning | None = None,
+                 costs: CostModel | None = None) -> None:
+        self.tuning = tuning if tuning is not None else AutoTuning()
+        self.tuning.validate()
+        self._costs = costs
+        self._draft_arg = draft
+        self.use_draft = use_draft
+        self.subs: list[CandidateProposer] = []
+        if lookup:
+            self.subs.append(PromptLookup(max_draft=self.tuning.lookup_max_draft, costs=costs))
+        if ngram_static is not None or ngram_dynamic is not None:
+            self.subs.append(NgramCacheDrafter(static_path=ngram_static, dynamic_path=ngram_dynamic, costs=costs))
+        for sub in extra:
+            if not callable(getattr(sub, "candidates", None)):
+                raise TypeError(f"auto's extra proposers need a candidates(tokens, budget) method; "
+                                f"{type(sub).__name__} has none")
+            self.subs.append(sub)
+        self.use_lookahead = lookahead
+        self._lookahead: Lookahead | None = None
+        self.drafter: DraftModel | None = None
+        self._max_leaves = defaults.N_SEQ_MAX
+        self._step: _Step | None = None
+        self._counts: dict[str, float] = {}
+        self._greedy = True
+
+    # ---- set-up ---------------------------------------------------------------------------
+
+    def bind(self, target: "Model") -> None:
+        if self._costs is None:
+            self._costs = target.costs
+        self._max_leaves = target.backend.n_seq_max
+        if self.use_lookahead and self._lookahead is None:  # the pool alone: no window, sized to the context
+            self._lookahead = Lookahead(window=0, ngram=self.tuning.lookahead_ngram, cost_model=False,
+                                        guesses=min(self.tuning.lookahead_guesses, self._max_leaves))
+            self.subs.append(self._lookahead)
+        for sub in self.subs:
+            sub.bind(target)
+        self.drafter = self._bind_draft(target)
+
+    def _bind_draft(self, target: "Model") -> DraftModel | None:
+        """The draft model, loaded only where a good one could pay on this device."""
+        if not self.use_draft:
+            return None
+        path = local_draft_path(target, self._draft_arg)
+        assert self._costs is not None
+        depths = [0, target.n_ctx // 2]
+        if path is None or not draft_may_pay(self._costs, depths, draft_cost_floor(path, target.path), self.tuning):
+            return None
+        drafter = DraftModel(self._draft_arg if self._draft_arg is not None else path,
+                             max_draft=self.tuning.draft_max, costs=self._costs)
+        drafter.bind(target)
+        return drafter
+
+    # ---- a generation ---------------------------------------------------------------------
+
+    def begin(self, prompt: list[int], sampling: SamplingConfig) -> None:
+        self._greedy = sampling.greedy
+        for sub in self._all():
+            sub.begin(prompt, sampling)
+        self._step = None
+
+    def _all(self) -> list[CandidateProposer | DraftModel]:
+        return [*self.subs, *([self.drafter] if self.drafter is not None else [])]
+
+    def propose(self, tokens: list[int], budget: int) -> Draft:
+        assert self._costs is not None, "Auto is not bound to a target"
+        self._count("steps")
+        depth = len(tokens)
+        cands = [c for sub in self.subs for c in sub.candidates(tokens, budget)]
+        tree = merge_trees(cands, self._max_leaves)
+        plan = plan_tree(self._costs, tree, depth, budget)
+        chain: list[int] | None = None
+        if self.drafter is not None:
+            dp = self.drafter.plan(tokens, budget)
+            if draft_runs(dp.length, dp.expected_speedup, plan):
+                self._count("draft_model_runs")
+                own = self.drafter.draft(tokens, dp.length)
+                chain = own.tokens.tolist()
+                if not self._greedy:  # sampled drafts carry q: verified on their own
+                    self._step = _Step(None, np.arange(len(own)), chain)
+                    self._count_nodes("drafted", [self.drafter.name] * len(own))
+                    return own
+                tree = merge_trees(cands + [self.drafter.candidate(own)], self._max_leaves)
+                plan = plan_tree(self._costs, tree, depth, budget)
+        nodes = np.asarray(plan.nodes, dtype=np.int64)
+        self._step = _Step(tree, nodes, chain)
+        if not len(nodes):
+            return Draft.empty()
+        self._count("drafting_steps")
+        self._count_nodes("drafted", [tree.sources[k] for k in tree.owner[nodes]])
+        return Draft(tree.tokens[nodes], np.asarray(plan.parents, dtype=np.int32))
+
+    def observe(self, outcome: StepOutcome) -> None:
+        step = self._step
+        if step is None:
+            return
+        committed = outcome.accepted_tokens + [outcome.next_token]
+        if step.tree is not None:
+            kept = step.nodes[np.asarray(outcome.accepted, dtype=np.int64)]
+            self._count_nodes("accepted", [step.tree.sources[k] for k in step.tree.owner[kept]])
+            self._count("accepted_shared", float(step.tree.shared[kept].sum()))
+        elif self.drafter is not None:
+            self._count_nodes("accepted", [self.drafter.name] * len(outcome.accepted))
+        as_chain = _as_chain(outcome, committed)
+        for sub in self.subs:
+            sub.observe(as_chain)
+        if self.drafter is not None and step.draft_chain is not None:
+            self.drafter.observe(outcome if step.tree is None else _chain_outcome(outcome, step.draft_chain, committed))
+
+    def end(self) -> None:
+        for sub in self._all():
+            sub.end()
+        self._step = None
+
+    def reset(self) -> None:
+        for sub in self._all():
+            sub.reset()
+
+    def close(self) -> None:
+        for sub in self._all():
+            sub.close()
+
+    # ---- counters -------------------------------------------------------------------------
+
+    def _count(self, key: str, n: float = 1.0) -> None:
+        self._counts[key] = self._counts.get(key, 0.0) + n
+
+    def _count_nodes(self, what: str, sources: list[str]) -> None:
+        for src in sources:
+            self._count(f"{what}_{src}")
+
+    def _counters(self) -> dict[str, float]:
+        """steps, drafting_steps; drafted_<proposer> / accepted_<proposer>: verified and
+        accepted tokens by the proposer whose estimate each carried; accepted_shared: accepted
+        tokens more than one proposer offered; draft_model_loaded, draft_model_runs."""
+        return {**self._counts, "draft_model_loaded": float(self.drafter is not None)}
+
+
+def _as_chain(outcome: StepOutcome, committed: list[int]) -> StepOutcome:
+    """The step as a proposer sees it whose draft was exactly the committed tokens (what a
+    proposer that scores its own candidates against them needs)."""
+    return StepOutcome(Draft.chain(committed[:-1]), list(range(len(committed) - 1)), committed[-1],
+                       outcome.n_past, outcome.logits[:0])
+
+
+def _chain_outcome(outcome: StepOutcome, chain: list[int], committed: list[int]) -> StepOutcome:
+    """The step as the draft model sees it when its chain was merged with other proposers':
+    its positions the committed tokens decide, and how many of them were right."""
+    known = min(len(chain), len(committed))
+    right = next((i for i in range(known) if chain[i] != committed[i]), known)
+    nxt = committed[right] if right < len(committed) else committed[-1]
+    return StepOutcome(Draft.chain(chain[:known]), list(range(right)), nxt, outcome.n_past, outcome.logits[:0])
+
+
+__all__ = ["Auto", "AutoTuning", "Candidate"]
