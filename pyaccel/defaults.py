@@ -18,5 +18,6 @@ TEMPERATURE = 0.0
 TOP_K = 0
 TOP_P = 1.0
 MIN_P = 0.0
-# The method of `Generator(model)` and of the CLI.
-METHOD = "plain"
+# The method of `Generator(model)` and of the CLI (generate, chat, serve): every proposer in
+# one tree, drafting only what pays on this device; "plain" drafts nothing.
+METHOD = "auto"

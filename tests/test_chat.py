@@ -36,7 +36,7 @@ def _turn(child: Any, text: str) -> tuple[str, re.Match[str]]:
 
 
 def test_turns_commands_and_interrupt(gemma_path: Path) -> None:
-    child = _spawn("--max-tokens", "24")
+    child = _spawn("--max-tokens", "24", "--method", "plain")
     try:
         first, s1 = _turn(child, "The secret word is Zorblax.")
         assert s1.group(3) == "plain" and int(s1.group(1)) == 24

@@ -73,7 +73,7 @@ def expected_forwards(n_new: int, k: int, corrupt_every: int, tree: bool) -> int
 @pytest.fixture(scope="module")
 def plain(gemma: pyaccel.Model) -> tuple[list[int], list[int]]:
     prompt = gemma.tokenize(PROMPT)
-    result = pyaccel.Generator(gemma).generate(prompt, max_tokens=N_TOKENS)
+    result = pyaccel.Generator(gemma, "plain").generate(prompt, max_tokens=N_TOKENS)
     assert len(result.tokens) == N_TOKENS
     return prompt, result.tokens
 

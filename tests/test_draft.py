@@ -30,7 +30,7 @@ def _prompts(qwen: pyaccel.Model) -> list[list[int]]:
 
 
 def test_greedy_output_is_the_targets(qwen: pyaccel.Model, pair_generator: pyaccel.Generator) -> None:
-    plain = pyaccel.Generator(qwen)
+    plain = pyaccel.Generator(qwen, "plain")
     identical = 0
     for prompt in _prompts(qwen):
         want = plain.generate(prompt, max_tokens=N_TOKENS).tokens
@@ -43,7 +43,7 @@ def test_greedy_output_is_the_targets(qwen: pyaccel.Model, pair_generator: pyacc
 def test_tree_drafts_keep_greedy_output(qwen: pyaccel.Model, qwen_draft: pyaccel.Model) -> None:
     gen = pyaccel.Generator(qwen, DraftModel(qwen_draft, length=5, tree=True, branch_prob=0.05))
     prompt = _prompts(qwen)[0]
-    want = pyaccel.Generator(qwen).generate(prompt, max_tokens=N_TOKENS).tokens
+    want = pyaccel.Generator(qwen, "plain").generate(prompt, max_tokens=N_TOKENS).tokens
     got = gen.generate(prompt, max_tokens=N_TOKENS)
     assert_greedy_equivalent(qwen, prompt, want, got.tokens)
     assert got.stats.drafted > got.stats.target_forwards  # siblings were drafted

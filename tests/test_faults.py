@@ -23,7 +23,7 @@ N_TOKENS = 12
 
 
 def test_eight_threads_over_three_generators_equal_the_same_calls_in_sequence(gemma: pyaccel.Model) -> None:
-    gens = [pyaccel.Generator(gemma), pyaccel.Generator(gemma, "lookup"), pyaccel.Generator(gemma, "ngram")]
+    gens = [pyaccel.Generator(gemma, "plain"), pyaccel.Generator(gemma, "lookup"), pyaccel.Generator(gemma, "ngram")]
     jobs = [(gens[i % 3], p) for i, p in enumerate(PROMPTS)]
     want = []
     for gen, prompt in jobs:
@@ -50,7 +50,7 @@ def test_eight_threads_over_three_generators_equal_the_same_calls_in_sequence(ge
 
 
 def test_a_thread_with_an_open_stream_gets_a_clear_error(gemma: pyaccel.Model) -> None:
-    gen = pyaccel.Generator(gemma)
+    gen = pyaccel.Generator(gemma, "plain")
     stream = gen.stream("Hello", max_tokens=8)
     next(stream)
     with pytest.raises(RuntimeError, match="unfinished stream"):
@@ -101,10 +101,10 @@ def test_bad_proposer_output_is_a_clear_error_and_the_model_stays_usable(gemma: 
     gen = pyaccel.Generator(gemma, Scripted(make(gemma.n_vocab)))
     with pytest.raises((ValueError, TypeError), match=match):
         gen.generate("def add(a, b):", max_tokens=6, temperature=0.7 if "q" in case else 0.0, seed=1)
-    plain = pyaccel.Generator(gemma)
+    plain = pyaccel.Generator(gemma, "plain")
     plain.reset()
     want = plain.generate("def add(a, b):", max_tokens=N_TOKENS).tokens
-    assert pyaccel.Generator(gemma).generate("def add(a, b):", max_tokens=N_TOKENS).tokens == want
+    assert pyaccel.Generator(gemma, "plain").generate("def add(a, b):", max_tokens=N_TOKENS).tokens == want
 
 
 @pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
@@ -126,13 +126,13 @@ def test_non_finite_logits_are_a_clear_error(gemma: pyaccel.Model, bad: float) -
             gen.generate("a b a b a b a b", max_tokens=16)
     finally:
         gemma.backend.logits_hook = None
-    assert pyaccel.Generator(gemma).generate("Hello", max_tokens=4).tokens
+    assert pyaccel.Generator(gemma, "plain").generate("Hello", max_tokens=4).tokens
 
 
 # ---- small contexts ------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("method", ["plain", "lookup", "ngram", "draft"])
+@pytest.mark.parametrize("method", ["plain", "lookup", "ngram", "draft", "auto"])
 def test_every_method_works_at_the_smallest_context(qwen_path: Path, qwen_draft_path: Path, method: str) -> None:
     with pyaccel.Model(qwen_path, n_ctx=64) as model:
         spec = {"draft": pyaccel.DraftModel(str(qwen_draft_path))}.get(method, method)
@@ -161,12 +161,12 @@ def test_every_method_works_at_the_smallest_context(qwen_path: Path, qwen_draft_
 ])
 def test_invalid_argument_types_are_clear(gemma: pyaccel.Model, kwargs: dict, error: type, match: str) -> None:
     with pytest.raises(error, match=match):
-        pyaccel.Generator(gemma).generate("hello", **kwargs)
+        pyaccel.Generator(gemma, "plain").generate("hello", **kwargs)
 
 
 def test_prompt_token_ids_are_checked(gemma: pyaccel.Model) -> None:
     with pytest.raises(ValueError, match="vocabulary"):
-        pyaccel.Generator(gemma).generate([1, gemma.n_vocab + 3], max_tokens=2)
+        pyaccel.Generator(gemma, "plain").generate([1, gemma.n_vocab + 3], max_tokens=2)
 
 
 # ---- quiet by default, registry pairs by path ------------------------------------------------

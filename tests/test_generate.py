@@ -38,7 +38,7 @@ def gemma_like_llama(gemma_path: Path) -> pyaccel.Model:
 @pytest.mark.parametrize("prompt", PROMPTS)
 def test_greedy_equals_llama_cpp_python(gemma_like_llama: pyaccel.Model, reference: Llama, prompt: str) -> None:
     gemma = gemma_like_llama
-    gen = pyaccel.Generator(gemma)
+    gen = pyaccel.Generator(gemma, "plain")
     ours = gen.generate(prompt, max_tokens=32)
     prompt_tokens = reference.tokenize(prompt.encode(), add_bos=True, special=True)
     want: list[int] = []
@@ -52,7 +52,7 @@ def test_greedy_equals_llama_cpp_python(gemma_like_llama: pyaccel.Model, referen
 
 
 def test_stream_pieces_add_up_to_the_result(gemma: pyaccel.Model) -> None:
-    items = list(pyaccel.Generator(gemma).stream("Once upon a time", max_tokens=20))
+    items = list(pyaccel.Generator(gemma, "plain").stream("Once upon a time", max_tokens=20))
     result = items[-1]
     assert isinstance(result, pyaccel.Result)
     assert "".join(i for i in items[:-1]) == result.text
@@ -63,7 +63,7 @@ def test_stream_pieces_add_up_to_the_result(gemma: pyaccel.Model) -> None:
 
 
 def test_stop_string_ends_generation(gemma: pyaccel.Model) -> None:
-    gen = pyaccel.Generator(gemma)
+    gen = pyaccel.Generator(gemma, "plain")
     free = gen.generate("Count: 1, 2, 3,", max_tokens=24)
     assert " 5" in free.text
     stopped = gen.generate("Count: 1, 2, 3,", max_tokens=24, stop=[" 5"])
@@ -72,13 +72,13 @@ def test_stop_string_ends_generation(gemma: pyaccel.Model) -> None:
 
 
 def test_eos_ends_with_stop(qwen_draft: pyaccel.Model) -> None:
-    result = pyaccel.Generator(qwen_draft).chat([{"role": "user", "content": "Say just: OK"}], max_tokens=64)
+    result = pyaccel.Generator(qwen_draft, "plain").chat([{"role": "user", "content": "Say just: OK"}], max_tokens=64)
     assert result.finish_reason == "stop"
     assert result.text.strip()
 
 
 def test_seeded_sampling_is_reproducible(gemma: pyaccel.Model) -> None:
-    gen = pyaccel.Generator(gemma)
+    gen = pyaccel.Generator(gemma, "plain")
     kw = dict(max_tokens=16, temperature=0.9, top_k=40, top_p=0.95, min_p=0.05)
     a = gen.generate("My favourite animal is", seed=7, **kw)
     b = gen.generate("My favourite animal is", seed=7, **kw)
@@ -88,7 +88,7 @@ def test_seeded_sampling_is_reproducible(gemma: pyaccel.Model) -> None:
 
 
 def test_common_prompt_prefix_is_reused(gemma: pyaccel.Model) -> None:
-    gen = pyaccel.Generator(gemma)
+    gen = pyaccel.Generator(gemma, "plain")
     base = "You are a helpful assistant. Answer briefly.\nQuestion: "
     gen.reset()
     first = gen.generate(base + "what is 2+2?", max_tokens=8)
@@ -97,7 +97,7 @@ def test_common_prompt_prefix_is_reused(gemma: pyaccel.Model) -> None:
     common = next(i for i, (x, y) in enumerate(zip(p1, p2)) if x != y)
     assert first.stats.cached_prompt_tokens == 0
     assert again.stats.cached_prompt_tokens == common > len(gemma.tokenize(base)) - 2
-    fresh = pyaccel.Generator(gemma)
+    fresh = pyaccel.Generator(gemma, "plain")
     gemma.cache.truncate(0)
     assert fresh.generate(base + "what is 3+3?", max_tokens=8).tokens == again.tokens
 
@@ -114,12 +114,12 @@ def test_common_prompt_prefix_is_reused(gemma: pyaccel.Model) -> None:
 )
 def test_bad_arguments_are_clear(gemma: pyaccel.Model, kwargs: dict, match: str) -> None:
     with pytest.raises(ValueError, match=match):
-        pyaccel.Generator(gemma).generate("hello", **kwargs)
+        pyaccel.Generator(gemma, "plain").generate("hello", **kwargs)
 
 
 def test_empty_prompt_is_clear(gemma: pyaccel.Model) -> None:
     with pytest.raises(ValueError, match="empty"):
-        pyaccel.Generator(gemma).generate("")
+        pyaccel.Generator(gemma, "plain").generate("")
 
 
 def test_prompt_longer_than_context_is_clear(gemma_path: Path) -> None:
@@ -139,7 +139,7 @@ def test_generation_stops_when_the_context_is_full(gemma_path: Path) -> None:
 
 
 def test_zero_max_tokens(gemma: pyaccel.Model) -> None:
-    result = pyaccel.Generator(gemma).generate("hello", max_tokens=0)
+    result = pyaccel.Generator(gemma, "plain").generate("hello", max_tokens=0)
     assert result.text == "" and result.tokens == [] and result.finish_reason == "length"
 
 

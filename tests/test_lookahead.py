@@ -57,7 +57,7 @@ def test_window_rows_equal_each_column_decoded_alone(gemma: pyaccel.Model) -> No
                                      dict(cost_model=False, init="random", window=4, ngram=3, guesses=4)],
                          ids=["small", "lookup", "random-init"])
 def test_greedy_output_is_plain(gemma: pyaccel.Model, options: dict) -> None:
-    plain = pyaccel.Generator(gemma)
+    plain = pyaccel.Generator(gemma, "plain")
     fast = pyaccel.Generator(gemma, Lookahead(**options))
     for text in CODE + TEXT:
         prompt = gemma.tokenize(text)
@@ -74,7 +74,7 @@ def test_cost_model_turns_the_window_off_on_a_steep_curve(gemma: pyaccel.Model) 
     tuning = pyaccel.LookaheadTuning(tau={(3, 4, 3): 1.6})
     steep = CostModel.fixed([1.0 + 0.3 * b for b in range(64)])
     gen = pyaccel.Generator(gemma, Lookahead(costs=steep, tuning=tuning))
-    want = pyaccel.Generator(gemma).generate(prompt, max_tokens=N_TOKENS).tokens
+    want = pyaccel.Generator(gemma, "plain").generate(prompt, max_tokens=N_TOKENS).tokens
     got = gen.generate(prompt, max_tokens=N_TOKENS)
     assert gen.method.counters["window_steps"] == 0
     assert_greedy_equivalent(gemma, prompt, want, got.tokens)

@@ -35,7 +35,7 @@ N_TOKENS = 48
 @pytest.mark.parametrize("method", [PromptLookup(length=6), PromptLookup(), PromptLookup(max_candidates=3)],
                          ids=["fixed", "cost-model", "tree"])
 def test_greedy_output_is_plain(gemma: pyaccel.Model, method: PromptLookup) -> None:
-    plain = pyaccel.Generator(gemma)
+    plain = pyaccel.Generator(gemma, "plain")
     fast = pyaccel.Generator(gemma, method)
     drafted = 0
     for text in COPY_PROMPTS:

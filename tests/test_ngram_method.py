@@ -33,7 +33,7 @@ FLAT = [1.0 + 0.01 * b for b in range(64)]
 @pytest.fixture(scope="module")
 def plain_outputs(gemma: pyaccel.Model) -> list[tuple[list[int], list[int]]]:
     """(prompt, plain greedy output) per prompt, shared by the parametrized runs."""
-    gen = pyaccel.Generator(gemma)
+    gen = pyaccel.Generator(gemma, "plain")
     prompts = [gemma.tokenize(text) for text in PROMPTS]
     return [(p, gen.generate(p, max_tokens=MAX_TOKENS).tokens) for p in prompts]
 

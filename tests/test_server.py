@@ -70,8 +70,8 @@ def _server(log: Path, *extra: str) -> Iterator[str]:
 
 @pytest.fixture(scope="module")
 def server(gemma_path: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    with _server(tmp_path_factory.mktemp("serve") / "log.txt", "--api-key", KEY, "--max-queue", "8",
-                 "--max-tokens", str(LONG), "--max-prompt-tokens", "512") as base:
+    with _server(tmp_path_factory.mktemp("serve") / "log.txt", "--method", "plain", "--api-key", KEY,
+                 "--max-queue", "8", "--max-tokens", str(LONG), "--max-prompt-tokens", "512") as base:
         yield base
 
 

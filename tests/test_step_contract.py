@@ -63,7 +63,7 @@ class Recorder(pyaccel.Proposer):
 def plain(gemma: pyaccel.Model) -> tuple[list[int], list[int]]:
     prompt = gemma.tokenize(PROMPT)
     gemma.cache.truncate(0)
-    return prompt, pyaccel.Generator(gemma).generate(prompt, max_tokens=N_TOKENS).tokens
+    return prompt, pyaccel.Generator(gemma, "plain").generate(prompt, max_tokens=N_TOKENS).tokens
 
 
 def test_auxiliary_rows_equal_a_separate_decode(gemma: pyaccel.Model, plain) -> None:
@@ -89,7 +89,7 @@ def test_auxiliary_tokens_leave_verification_alone(gemma: pyaccel.Model, plain) 
     without = pyaccel.Generator(gemma, Recorder(reference, len(prompt), aux=False)).generate(prompt,
                                                                                              max_tokens=N_TOKENS)
     # The cache holds the committed tokens only: a next call reuses the prefix and is plain.
-    again = pyaccel.Generator(gemma).generate(prompt, max_tokens=N_TOKENS)
+    again = pyaccel.Generator(gemma, "plain").generate(prompt, max_tokens=N_TOKENS)
     assert again.stats.cached_prompt_tokens == len(prompt) - 1
     assert_greedy_equivalent(gemma, prompt, reference, again.tokens)
     assert_greedy_equivalent(gemma, prompt, reference, with_aux.tokens)
@@ -101,7 +101,7 @@ def test_auxiliary_tokens_leave_verification_alone(gemma: pyaccel.Model, plain) 
 def test_hidden_state_at_the_last_kept_node(gemma_path: Path) -> None:
     with pyaccel.Model(gemma_path, n_ctx=512, embeddings=True) as model:
         prompt = model.tokenize(PROMPT)
-        reference = pyaccel.Generator(model).generate(prompt, max_tokens=N_TOKENS).tokens
+        reference = pyaccel.Generator(model, "plain").generate(prompt, max_tokens=N_TOKENS).tokens
         model.cache.truncate(0)
         rec = Recorder(reference, len(prompt), aux=False)
         result = pyaccel.Generator(model, rec).generate(prompt, max_tokens=N_TOKENS)
@@ -142,7 +142,7 @@ def test_lifecycle_order_and_end_after_an_error(gemma: pyaccel.Model, plain) -> 
     with pytest.raises(ValueError, match="outside the vocabulary"):
         pyaccel.Generator(gemma, broken).generate(prompt, max_tokens=8)
     assert broken.calls[-1] == "end"
-    after = pyaccel.Generator(gemma).generate(prompt, max_tokens=N_TOKENS)  # the model is still usable
+    after = pyaccel.Generator(gemma, "plain").generate(prompt, max_tokens=N_TOKENS)  # the model is still usable
     assert_greedy_equivalent(gemma, prompt, reference, after.tokens)
 
 
