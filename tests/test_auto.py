@@ -139,6 +139,7 @@ def test_it_mixes_proposers_where_a_mix_is_better() -> None:
     auto = scripted_auto(FLAT, a, b)
     auto.propose([1, 2, 3], budget=32)
     assert drafted_by(auto) == {"a": 3, "b": 3}  # on a flat curve both branches pay
+    assert auto.counters["mixed_steps"] == 1
     plan_a = pyaccel.CostModel.fixed(FLAT).tree(a.offered[0].path_probs, a.offered[0].parents, 3, 32)
     mixed = pyaccel.CostModel.fixed(FLAT).tree(*_merged(a, b), 3, 32)
     assert mixed.expected_speedup > plan_a.expected_speedup
@@ -244,19 +245,19 @@ class Sibling(Scripted):
         self.token = token
 
     def candidates(self, tokens: list[int], budget: int) -> list[Candidate]:
-        return [chain([self.token], 0.25, self.name)]
+        return [chain([self.token], 0.9, self.name)]
 
 
 def test_sampling_distribution_is_the_targets(gemma: pyaccel.Model) -> None:
     # After " np" the prompt goes on with "\n" (prompt lookup and the pool both see it); a
-    # scripted proposer offers "." beside it, so the verified tree mixes proposers under
-    # one root. A flat curve makes the plan keep both.
+    # scripted proposer confidently offers "." beside it, so the verified tree mixes
+    # proposers under one root (the budget of the first step holds the two root children).
     prompt = gemma.tokenize("import numpy as np\nimport numpy as np\nimport numpy as")
     sibling = Sibling(gemma.tokenize(" np.")[-1])
     gen = pyaccel.Generator(gemma, pyaccel.Auto(extra=[sibling], costs=pyaccel.CostModel.fixed(FLAT)))
-    counts = second_token_counts(gen, prompt, range(400), temperature=1.0)
+    counts = second_token_counts(gen, prompt, range(300), temperature=1.0)
     first, observed = max(counts.items(), key=lambda kv: sum(kv[1].values()))
-    assert sum(observed.values()) > 200
+    assert sum(observed.values()) > 150
     c = gen.method.counters
-    assert c["drafted_sibling"] > 0 and c["drafted_lookup"] > 0
+    assert c["mixed_steps"] > 0 and c["drafted_sibling"] > 0 and c["drafted_lookup"] > 0
     assert chi_square_pvalue(observed, target_distribution(gemma, prompt + [first], temperature=1.0)) > 1e-3

@@ -161,7 +161,10 @@ class Auto(Proposer):
         if not len(nodes):
             return Draft.empty()
         self._count("drafting_steps")
-        self._count_nodes("drafted", [tree.sources[k] for k in tree.owner[nodes]])
+        owners = [tree.sources[k] for k in tree.owner[nodes]]
+        self._count_nodes("drafted", owners)
+        if len(set(owners)) > 1:
+            self._count("mixed_steps")
         return Draft(tree.tokens[nodes], np.asarray(plan.parents, dtype=np.int32))
 
     def observe(self, outcome: StepOutcome) -> None:
@@ -204,9 +207,10 @@ class Auto(Proposer):
             self._count(f"{what}_{src}")
 
     def _counters(self) -> dict[str, float]:
-        """steps, drafting_steps; drafted_<proposer> / accepted_<proposer>: verified and
-        accepted tokens by the proposer whose estimate each carried; accepted_shared: accepted
-        tokens more than one proposer offered; draft_model_loaded, draft_model_runs."""
+        """steps, drafting_steps, mixed_steps (drafts holding nodes of several proposers);
+        drafted_<proposer> / accepted_<proposer>: verified and accepted tokens by the proposer
+        whose estimate each carried; accepted_shared: accepted tokens more than one proposer
+        offered; draft_model_loaded, draft_model_runs."""
         return {**self._counts, "draft_model_loaded": float(self.drafter is not None)}
 
 
