@@ -34,8 +34,8 @@ def main() -> int:
     args = ap.parse_args()
     model = Model(args.model, n_ctx=4096)
     method = DraftModel()
-    runners = [PyaccelRunner("plain", model, Generator(model)), PyaccelRunner("draft", model, Generator(model, method)),
-               PyaccelRunner("plain2", model, Generator(model))]
+    runners = [PyaccelRunner("plain", model, Generator(model, "plain")), PyaccelRunner("draft", model, Generator(model, method)),
+               PyaccelRunner("plain2", model, Generator(model, "plain"))]
     prompts = [(p.suite, model.chat_prompt([{"role": "user", "content": p.text}]))
                for s in (args.suite or ["code"]) for p in load_suite(s, args.prompts, args.questions)]
     for r in runners:

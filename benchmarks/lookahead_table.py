@@ -48,11 +48,11 @@ def report(path: Path) -> None:
     for r in rows:
         by_setting.setdefault(r["setting"], {}).setdefault(r["category"], []).append(r["tau"])
     cats = sorted({r["category"] for r in rows})
-    print("| W,N,G | tokens/pass | " + " | ".join(cats) + " | Spec-Bench median |")
+    print("| W,N,G | tokens/pass (median) | " + " | ".join(cats) + " | Spec-Bench median |")
     print("|---" * (len(cats) + 3) + "|")
     for setting, per in by_setting.items():
         spec = [statistics.median(v) for c, v in per.items() if c not in ("code", "edit")]
-        tpp = next(r["tokens_per_pass"] for r in rows if r["setting"] == setting)
+        tpp = statistics.median(r["tokens_per_pass"] for r in rows if r["setting"] == setting)
         cells = [f"{statistics.median(per[c]):.2f}" if c in per else "-" for c in cats]
         med = f"{statistics.median(spec):.2f}" if spec else "-"
         print(f"| {setting} | {tpp:.0f} | " + " | ".join(cells) + f" | {med} |")

@@ -39,7 +39,7 @@ def _stops(stop: str | Sequence[str] | None) -> list[str]:
 
 
 class Generator:
-    """Generates text from `target` with a decoding method (None: plain decoding).
+    """Generates text from `target` with a decoding method (None: `defaults.METHOD`, "auto").
 
     `method` is a proposer object (e.g. `pyaccel.DraftModel(...)`) or a method spec such as
     "lookup" or "draft:length=3". Calls on the same Generator reuse the cached common prompt

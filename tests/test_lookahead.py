@@ -86,7 +86,7 @@ def test_cost_model_turns_the_window_off_on_a_steep_curve(gemma: pyaccel.Model) 
 
 
 def test_too_few_sequences_is_a_clear_error(gemma: pyaccel.Model) -> None:
-    with pytest.raises(ValueError, match="n_seq_max=40"):
+    with pytest.raises(ValueError, match="n_seq_max=41"):
         pyaccel.Generator(gemma, Lookahead(window=20, ngram=3, guesses=20, cost_model=False))
 
 
