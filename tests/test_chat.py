@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -79,9 +80,13 @@ def test_ctrl_c_twice_and_ctrl_d_exit(gemma_path: Path) -> None:
         child.sendline("/system")
         child.expect_exact("Be brief.")
         child.expect_exact(">>> ")
+        # A user presses Ctrl-C while the chat waits at its prompt: give the child the moment
+        # between writing the prompt and blocking in input() that a person always gives it.
+        time.sleep(0.5)
         child.sendintr()
         child.expect_exact("Ctrl-C again to exit")
         child.expect_exact(">>> ")
+        time.sleep(0.5)
         child.sendintr()
         child.expect(pexpect.EOF)
     finally:
