@@ -269,6 +269,9 @@ def loop(session: Session, out: TextIO, err: TextIO) -> None:
 
 
 def command(args: argparse.Namespace) -> int:
+    # A process started with SIGINT ignored (from a script, a test runner, `cmd &`) would
+    # otherwise ignore Ctrl-C at the prompt: an interactive chat always takes it.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     with contextlib.suppress(ImportError):
         import readline  # noqa: F401  (line editing and history for input())
     model = open_model(args)
