@@ -33,6 +33,14 @@ def open_model(args: argparse.Namespace, **overrides: Any) -> "Model":
     return Model(args.model, **kwargs)
 
 
+def add_sampling_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--temperature", type=float, default=defaults.TEMPERATURE, help="0 is greedy (default)")
+    p.add_argument("--top-k", type=int, default=defaults.TOP_K)
+    p.add_argument("--top-p", type=float, default=defaults.TOP_P)
+    p.add_argument("--min-p", type=float, default=defaults.MIN_P)
+    p.add_argument("--seed", type=int, default=None)
+
+
 def method_spec(text: str) -> str:
     """argparse type of --method: a spec whose name is a known method."""
     spec = parse_spec(text)

@@ -19,13 +19,12 @@ from dataclasses import dataclass, field
 import typing
 from typing import Any, Iterator, TextIO, cast
 
-from .. import defaults
 from ..errors import PyaccelError
 from ..generator import Generator
 from ..model import Model
 from ..server.templates import chat_tokens
 from ..types import Result, Stats
-from .args import add_method_args, add_model_args, make_method_from_args, open_model
+from .args import add_method_args, add_model_args, add_sampling_args, make_method_from_args, open_model
 
 PROMPT = ">>> "
 MORE = "... "
@@ -45,11 +44,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--system", default=None, metavar="TEXT", help="system prompt")
     p.add_argument("--max-tokens", type=int, default=None,
                    help="most new tokens per answer (default: the answer runs to its end, up to the context)")
-    p.add_argument("--temperature", type=float, default=defaults.TEMPERATURE, help="0 is greedy (default)")
-    p.add_argument("--top-k", type=int, default=defaults.TOP_K)
-    p.add_argument("--top-p", type=float, default=defaults.TOP_P)
-    p.add_argument("--min-p", type=float, default=defaults.MIN_P)
-    p.add_argument("--seed", type=int, default=None)
+    add_sampling_args(p)
 
 
 @dataclass

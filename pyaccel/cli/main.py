@@ -7,10 +7,10 @@ import json
 import sys
 from typing import Sequence
 
-from .. import defaults, registry
+from .. import registry
 from ..errors import PyaccelError
 from ..types import Result
-from .args import add_method_args, add_model_args, make_method_from_args, open_model
+from .args import add_method_args, add_model_args, add_sampling_args, make_method_from_args, open_model
 
 
 def _add_generate(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
@@ -20,11 +20,7 @@ def _add_generate(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") ->
     add_method_args(p)
     p.add_argument("--max-tokens", type=int, default=None,
                    help="most new tokens (default: the answer runs to its end, up to the context)")
-    p.add_argument("--temperature", type=float, default=defaults.TEMPERATURE, help="0 is greedy (default)")
-    p.add_argument("--top-k", type=int, default=defaults.TOP_K)
-    p.add_argument("--top-p", type=float, default=defaults.TOP_P)
-    p.add_argument("--min-p", type=float, default=defaults.MIN_P)
-    p.add_argument("--seed", type=int, default=None)
+    add_sampling_args(p)
     p.add_argument("--stop", action="append", default=None, help="stop string (repeatable)")
     p.add_argument("--chat", action="store_true", help="wrap the prompt in the model's chat template as a user turn")
     p.add_argument("--json", action="store_true", help="print one JSON object with text, tokens, finish_reason, stats")

@@ -22,7 +22,7 @@ from ..cost_model import CostModel
 from ..decode import new_rng, sampling_params
 from ..errors import IncompatibleModelsError
 from ..types import Draft, SamplingConfig, StepOutcome
-from .auto.candidate import Candidate
+from .candidate import Candidate
 from .base import Proposer
 
 if TYPE_CHECKING:
@@ -232,7 +232,7 @@ class DraftModel(Proposer):
     def candidate(self, draft: Draft) -> Candidate:
         """A chain drafted by `draft` (tree=False, greedy: no q) as a `Candidate`, each
         position with its learnt probability of acceptance (the public candidates API,
-        `pyaccel.methods.auto.candidate`)."""
+        `pyaccel.methods.candidate`)."""
         if draft.q is not None or np.any(draft.parents != np.arange(-1, len(draft) - 1)):
             raise ValueError("only a greedy chain (DraftModel(tree=False), temperature 0) merges into other "
                              "proposers' trees: verify a sampled or branched draft on its own")

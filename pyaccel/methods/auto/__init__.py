@@ -10,6 +10,6 @@
 
 from __future__ import annotations
 
-from .candidate import Candidate
+from ..candidate import Candidate
 
 __all__ = ["Candidate"]

@@ -20,7 +20,7 @@ from typing import Sequence
 import numpy as np
 import numpy.typing as npt
 
-from .candidate import Candidate
+from ..candidate import Candidate
 
 
 @dataclass(frozen=True)

@@ -33,7 +33,7 @@ from ..draft import DraftModel
 from ..lookahead import Lookahead
 from ..lookup import PromptLookup
 from ..ngram import NgramCacheDrafter
-from .candidate import Candidate, CandidateProposer
+from ..candidate import Candidate, CandidateProposer
 from .merge import MergedTree, merge_trees
 from .policy import AutoTuning, draft_cost_floor, draft_may_pay, draft_runs, local_draft_path, plan_tree
 

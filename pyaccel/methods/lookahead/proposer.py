@@ -21,7 +21,7 @@ import numpy as np
 from ... import _core
 from ...cost_model import CostModel
 from ...types import AuxTokens, Draft, SamplingConfig, StepOutcome
-from ..auto.candidate import Candidate
+from ..candidate import Candidate
 from ..base import Proposer
 from .candidates import CandidateTree, matched_depth, merge_candidates, path_probs
 from .sizing import LookaheadTuning, WindowPlan, WindowSize, plan_window
@@ -174,7 +174,7 @@ class Lookahead(Proposer):
     def candidates(self, tokens: list[int], budget: int) -> list[Candidate]:
         """The verified branch alone (the pool's continuations of the root, merged), each node
         with P(accepted) from the learnt hazard: the public candidates API
-        (`pyaccel.methods.auto.candidate`), in place of `propose`. No window is evaluated or
+        (`pyaccel.methods.candidate`), in place of `propose`. No window is evaluated or
         advanced (create the method with window=0); `observe` still learns from the step."""
         root = self._take(tokens)
         self._tree = tree = merge_candidates(self._candidates(root, self._size.ngram), self._n_seq_max)

@@ -29,7 +29,7 @@ import numpy as np
 from ... import _core
 from ...cost_model import CostModel
 from ...types import Draft, SamplingConfig
-from ..auto.candidate import Candidate
+from ..candidate import Candidate
 from ..base import Proposer
 from ..shadow import ShadowScorer
 from .rewrites import FRESH, IN_LINE, CopyFollower, FollowerTuning
@@ -261,7 +261,7 @@ class PromptLookup(Proposer):
     def candidates(self, tokens: list[int], budget: int) -> list[Candidate]:
         """What this step could draft (the lookup tree, and the followed copy where it
         differs), each node with its probability of acceptance from the learnt hazard; the
-        public candidates API (`pyaccel.methods.auto.candidate`), in place of `propose`."""
+        public candidates API (`pyaccel.methods.candidate`), in place of `propose`."""
         cands, _ = self._step_candidates(tokens, budget)
         return [Candidate(c.tokens, c.parents, c.path_probs, self.name) for c in cands]
 

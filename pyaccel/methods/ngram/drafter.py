@@ -24,7 +24,7 @@ import numpy as np
 from ... import _core
 from ...cost_model import CostModel
 from ...types import Draft, SamplingConfig
-from ..auto.candidate import Candidate
+from ..candidate import Candidate
 from ..base import Proposer
 from ..shadow import ShadowScorer
 
@@ -157,7 +157,7 @@ class NgramCacheDrafter(Proposer):
 
     def candidates(self, tokens: list[int], budget: int) -> list[Candidate]:
         """The caches' chain with P(position accepted) from the learnt per-position
-        acceptance: the public candidates API (`pyaccel.methods.auto.candidate`), in place
+        acceptance: the public candidates API (`pyaccel.methods.candidate`), in place
         of `propose`."""
         full = self._full_draft(tokens)[: max(0, budget)]
         if not len(full):

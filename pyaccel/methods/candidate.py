@@ -15,8 +15,8 @@ import numpy as np
 import numpy.typing as npt
 
 if TYPE_CHECKING:
-    from ...model import Model
-    from ...types import SamplingConfig, StepOutcome
+    from ..model import Model
+    from ..types import SamplingConfig, StepOutcome
 
 
 @dataclass(frozen=True)
