@@ -240,7 +240,7 @@ def _step(backend: LlamaBackend, cache: TargetCache, proposer: "Proposer", st: _
     cache.note_decode(1 + len(draft) + (len(draft.aux) if draft.aux is not None else 0), tv - te)
     with _model_output(draft):
         res = _core.verify_tree(p.logits[: 1 + len(draft)], draft.tokens, draft.parents, st.params, st.rng,
-                                draft.q)
+                                draft.q, proposer.typical)
     tc = time.perf_counter()
     stats = st.stats
     stats.draft_s += te - td
@@ -307,7 +307,7 @@ def run(backend: LlamaBackend, cache: TargetCache, proposer: "Proposer", req: Re
         first = _core.sample(backend.logits_rows()[-1], st.params, st.rng)
     t1 = time.perf_counter()
     st.stats.prefill_s = t1 - t0
-    proposer.begin(list(req.prompt), req.sampling)
+    proposer.begin(list(req.prompt), req.sampling)  # before any other decode: it may read the prefill's rows
     try:
         yield from _commit(st, [first])
         while st.emitter.finish is None:

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Mapping
 from ..types import Draft, SamplingConfig, StepOutcome
 
 if TYPE_CHECKING:
+    from .. import _core
     from ..model import Model
 
 
@@ -32,12 +33,19 @@ class Proposer:
     """Base class of every decoding method; every hook but `propose` defaults to nothing."""
 
     name: str = "custom"
+    # How the loop verifies this method's drafts: None is exact (greedy, or lossless
+    # rejection sampling); a method may opt into typical acceptance, which is NOT lossless
+    # when sampling (Medusa's `typical` option).
+    typical: "_core.TypicalParams | None" = None
 
     def bind(self, target: "Model") -> None:
         """Attach to the target model (called once, by the Generator)."""
 
     def begin(self, prompt: list[int], sampling: SamplingConfig) -> None:
-        """A new generation starts from `prompt` (all its tokens are already in the target)."""
+        """A new generation starts from `prompt` (all its tokens are already in the target).
+        It is called right after the prefill, so the target backend's last rows
+        (`logits_rows()[-1]`, and with embeddings=True `embeddings_rows()[-1]`) are the
+        prompt's last token's until the first step."""
 
     def propose(self, tokens: list[int], budget: int) -> Draft:
         """Draft continuations of `tokens` (prompt + everything emitted, the last one not yet
