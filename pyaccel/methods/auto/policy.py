@@ -44,6 +44,9 @@ class AutoTuning:
     # Pool-only lookahead: n-grams of this many tokens, this many kept per first token.
     lookahead_ngram: int = 5
     lookahead_guesses: int = 7
+    # A step drafts only if its plan expects to beat plain decoding by this much: what the
+    # cost curve leaves out (building, merging and verifying the tree) is paid per step.
+    plan_margin: float = 0.03
 
     def validate(self) -> None:
         if not 0.0 < self.draft_alpha < 1.0:
@@ -51,6 +54,8 @@ class AutoTuning:
         for name in ("draft_max", "lookup_max_draft", "lookahead_guesses"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if not 0.0 <= self.plan_margin < 1.0:
+            raise ValueError(f"plan_margin must be in [0, 1), got {self.plan_margin}")
         if self.lookahead_ngram < 3:
             raise ValueError(f"lookahead_ngram must be >= 3, got {self.lookahead_ngram}")
 
@@ -91,17 +96,22 @@ def draft_may_pay(costs: CostModel, depths: list[int], cost_floor: float, tuning
     return False
 
 
-def plan_tree(costs: CostModel, tree: MergedTree, depth: int, budget: int) -> "_core.TreePlan":
-    """The prefix-closed subset of `tree` with the best expected tokens per unit of
-    measured cost at `depth` (empty when no draft beats plain decoding)."""
-    return costs.tree(tree.path_probs, tree.parents, depth, budget)
+def plan_tree(costs: CostModel, tree: MergedTree, path_probs: np.ndarray, depth: int, budget: int,
+              margin: float = 0.0) -> "_core.TreePlan | None":
+    """The prefix-closed subset of `tree` (with acceptance estimates `path_probs`) with the
+    best expected tokens per unit of measured cost at `depth`; None when no subset beats
+    plain decoding by `margin`."""
+    plan = costs.tree(path_probs, tree.parents, depth, budget)
+    if not len(plan.nodes) or plan.expected_speedup < 1.0 + margin:
+        return None
+    return plan
 
 
-def speedup_of(plan: "_core.TreePlan") -> float:
-    return float(plan.expected_speedup) if len(plan.nodes) else 1.0
+def speedup_of(plan: "_core.TreePlan | None") -> float:
+    return float(plan.expected_speedup) if plan is not None and len(plan.nodes) else 1.0
 
 
-def draft_runs(draft_length: int, draft_speedup: float, free: "_core.TreePlan") -> bool:
+def draft_runs(draft_length: int, draft_speedup: float, free: "_core.TreePlan | None") -> bool:
     """Run the draft model this step? Only when its plan drafts and expects at least what
     the free candidates' plan does (a probe, speedup 1.0, runs only when they draft nothing)."""
     return draft_length > 0 and bool(np.isfinite(draft_speedup)) and draft_speedup >= speedup_of(free)

@@ -4,13 +4,16 @@ Per step:
 
     lookup.candidates ─┐
     ngram.candidates  ─┼─ merge_trees ─ plan_tree ──────────────────────┐
-    lookahead pool    ─┘   (one prefix tree,     (best expected tokens  ├─ Draft
-                            max of estimates)     per measured cost)    │
+    lookahead pool    ─┘   (one prefix tree,     (calibrated estimates, ├─ Draft
+                            max of estimates)     best expected tokens  │
+                                                  per measured cost)    │
     draft model: only if loaded (`draft_may_pay`) and its own plan expects more than
     the free tree (`draft_runs`); greedy: merged in and planned again; sampling: its
     chain (with q) is verified on its own instead.
 
-Each proposer learns its acceptance from the committed tokens (lookup and n-gram caches by
+The estimates are rescaled by `Calibration` (accepted versus predicted nodes per proposer
+and band of estimate) before planning, and a step drafts only if its plan beats plain
+decoding by `AutoTuning.plan_margin`. Each proposer learns its acceptance from the committed tokens (lookup and n-gram caches by
 shadow drafts, the pool by scoring its tree, the draft model along its chain), so an
 estimate improves whether or not its nodes were verified. The proposers live as long as
 the Generator: what they learn about copies, caches and the draft carries over from call
@@ -25,7 +28,7 @@ from typing import TYPE_CHECKING, Sequence, Union
 
 import numpy as np
 
-from ... import defaults
+from ... import _core, defaults
 from ...cost_model import CostModel
 from ...types import Draft, SamplingConfig, StepOutcome
 from ..base import Proposer
@@ -34,6 +37,7 @@ from ..lookahead import Lookahead
 from ..lookup import PromptLookup
 from ..ngram import NgramCacheDrafter
 from ..candidate import Candidate, CandidateProposer
+from .calibration import Calibration, CalibrationTuning
 from .merge import MergedTree, merge_trees
 from .policy import AutoTuning, draft_cost_floor, draft_may_pay, draft_runs, local_draft_path, plan_tree
 
@@ -65,7 +69,8 @@ class Auto(Proposer):
       use_draft=False never considers one.
     extra: more proposers offering candidates (`CandidateProposer`: the Proposer hooks
       with `candidates(tokens, budget)` in place of `propose`).
-    tuning: `AutoTuning`; costs: a cost model to plan with instead of the target's.
+    tuning: `AutoTuning`; calibration: `CalibrationTuning`; costs: a cost model to plan
+    with instead of the target's.
     """
 
     name = "auto"
@@ -73,9 +78,10 @@ class Auto(Proposer):
     def __init__(self, *, lookup: bool = True, ngram_static: PathLike | None = None,
                  ngram_dynamic: PathLike | None = None, lookahead: bool = True, draft: object = None,
                  use_draft: bool = True, extra: Sequence[CandidateProposer] = (), tuning: AutoTuning | None = None,
-                 costs: CostModel | None = None) -> None:
+                 calibration: CalibrationTuning | None = None, costs: CostModel | None = None) -> None:
         self.tuning = tuning if tuning is not None else AutoTuning()
         self.tuning.validate()
+        self.calibration = Calibration(calibration)
         self._costs = costs
         self._draft_arg = draft
         self.use_draft = use_draft
@@ -142,7 +148,7 @@ class Auto(Proposer):
         depth = len(tokens)
         cands = [c for sub in self.subs for c in sub.candidates(tokens, budget)]
         tree = merge_trees(cands, self._max_leaves)
-        plan = plan_tree(self._costs, tree, depth, budget)
+        plan = self._plan(tree, depth, budget)
         chain: list[int] | None = None
         if self.drafter is not None:
             dp = self.drafter.plan(tokens, budget)
@@ -155,10 +161,10 @@ class Auto(Proposer):
                     self._count_nodes("drafted", [self.drafter.name] * len(own))
                     return own
                 tree = merge_trees(cands + [self.drafter.candidate(own)], self._max_leaves)
-                plan = plan_tree(self._costs, tree, depth, budget)
-        nodes = np.asarray(plan.nodes, dtype=np.int64)
+                plan = self._plan(tree, depth, budget)
+        nodes = np.asarray(plan.nodes if plan is not None else [], dtype=np.int64)
         self._step = _Step(tree, nodes, chain)
-        if not len(nodes):
+        if plan is None or not len(nodes):
             return Draft.empty()
         self._count("drafting_steps")
         owners = [tree.sources[k] for k in tree.owner[nodes]]
@@ -167,6 +173,10 @@ class Auto(Proposer):
             self._count("mixed_steps")
         return Draft(tree.tokens[nodes], np.asarray(plan.parents, dtype=np.int32))
 
+    def _plan(self, tree: MergedTree, depth: int, budget: int) -> "_core.TreePlan | None":
+        assert self._costs is not None
+        return plan_tree(self._costs, tree, self.calibration.apply(tree), depth, budget, self.tuning.plan_margin)
+
     def observe(self, outcome: StepOutcome) -> None:
         step = self._step
         if step is None:
@@ -174,6 +184,7 @@ class Auto(Proposer):
         committed = outcome.accepted_tokens + [outcome.next_token]
         if step.tree is not None:
             kept = step.nodes[np.asarray(outcome.accepted, dtype=np.int64)]
+            self.calibration.record(step.tree, step.nodes, kept)
             self._count_nodes("accepted", [step.tree.sources[k] for k in step.tree.owner[kept]])
             self._count("accepted_shared", float(step.tree.shared[kept].sum()))
         elif self.drafter is not None:
@@ -210,8 +221,9 @@ class Auto(Proposer):
         """steps, drafting_steps, mixed_steps (drafts holding nodes of several proposers);
         drafted_<proposer> / accepted_<proposer>: verified and accepted tokens by the proposer
         whose estimate each carried; accepted_shared: accepted tokens more than one proposer
-        offered; draft_model_loaded, draft_model_runs."""
-        return {**self._counts, "draft_model_loaded": float(self.drafter is not None)}
+        offered; calibration_<proposer>: accepted over predicted verified nodes (fading);
+        draft_model_loaded, draft_model_runs."""
+        return {**self._counts, **self.calibration.summary(), "draft_model_loaded": float(self.drafter is not None)}
 
 
 def _as_chain(outcome: StepOutcome, committed: list[int]) -> StepOutcome:

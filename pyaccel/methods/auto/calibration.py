@@ -1,0 +1,111 @@
+"""Calibration of the proposers' acceptance estimates from what verification decided.
+
+Each proposer estimates P(node accepted) its own way (prompt lookup from context agreement,
+the pool from its hit rate, a draft model from its probabilities), and on text unlike the
+one its priors came from an estimate can be several times too high: on free prose prompt
+lookup's short fresh matches were estimated at 0.2-0.6 and accepted 6-19% of the time, so
+auto drafted where nothing paid. Every verified node is evidence about its owner's
+estimates: under verification a node is accepted exactly when its whole path is, so the
+sum of the verified nodes' path probabilities is the number of accepted nodes the
+estimates predicted. Per proposer and band of estimate, the ratio of accepted to predicted
+(with a prior of one) rescales later estimates of that band.
+
+The record carries over from call to call on the same Generator (how a proposer's
+estimates err on a user's text is what transfers), fading by `decay` per step.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from .merge import MergedTree, cap_siblings
+
+
+@dataclass(frozen=True)
+class CalibrationTuning:
+    """Band edges of the estimates, the prior's weight (in predicted tokens) and the fade
+    per step of old evidence."""
+
+    edges: tuple[float, ...] = (0.2, 0.4, 0.6, 0.8, 0.95)
+    prior_weight: float = 2.0
+    decay: float = 0.995
+
+    def validate(self) -> None:
+        if list(self.edges) != sorted(self.edges) or not all(0.0 < e < 1.0 for e in self.edges):
+            raise ValueError(f"calibration edges must be increasing in (0, 1), got {self.edges}")
+        if self.prior_weight <= 0.0:
+            raise ValueError(f"calibration prior_weight must be > 0, got {self.prior_weight}")
+        if not 0.0 < self.decay <= 1.0:
+            raise ValueError(f"calibration decay must be in (0, 1], got {self.decay}")
+
+
+class Calibration:
+    """Accepted versus predicted nodes per (proposer, band of estimate)."""
+
+    def __init__(self, tuning: CalibrationTuning | None = None) -> None:
+        self.tuning = tuning if tuning is not None else CalibrationTuning()
+        self.tuning.validate()
+        self._predicted: dict[str, npt.NDArray[np.float64]] = {}
+        self._accepted: dict[str, npt.NDArray[np.float64]] = {}
+
+    def _band(self, probs: npt.NDArray[np.float64]) -> npt.NDArray[np.int64]:
+        return np.searchsorted(np.asarray(self.tuning.edges), probs, side="right").astype(np.int64)
+
+    def _rows(self, source: str) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
+        if source not in self._predicted:
+            n = len(self.tuning.edges) + 1
+            self._predicted[source], self._accepted[source] = np.zeros(n), np.zeros(n)
+        return self._predicted[source], self._accepted[source]
+
+    def ratio(self, source: str) -> npt.NDArray[np.float64]:
+        """Accepted over predicted per band for `source` (1 with no evidence)."""
+        pred, acc = self._rows(source)
+        w = self.tuning.prior_weight
+        return (acc + w) / (pred + w)
+
+    def apply(self, tree: MergedTree) -> npt.NDArray[np.float64]:
+        """The tree's path probabilities rescaled by their owners' ratios, no node above its
+        parent and siblings summing to at most their parent."""
+        if not len(tree):
+            return tree.path_probs
+        bands = self._band(tree.path_probs)
+        scale = np.ones(len(tree))
+        for s, source in enumerate(tree.sources):
+            mine = tree.owner == s
+            if mine.any():
+                scale[mine] = self.ratio(source)[bands[mine]]
+        probs = np.minimum(tree.path_probs * scale, 1.0)
+        for i, par in enumerate(tree.parents.tolist()):
+            if par >= 0 and probs[i] > probs[par]:
+                probs[i] = probs[par]
+        return cap_siblings(tree.parents, probs)
+
+    def record(self, tree: MergedTree, verified: npt.NDArray[np.int64], accepted: npt.NDArray[np.int64]) -> None:
+        """Verification of tree nodes `verified` kept `accepted` (tree node ids, both)."""
+        decay = self.tuning.decay
+        for source in list(self._predicted):
+            self._predicted[source] *= decay
+            self._accepted[source] *= decay
+        if not len(verified):
+            return
+        kept = np.isin(verified, accepted)
+        bands = self._band(tree.path_probs[verified])
+        for s, source in enumerate(tree.sources):
+            mine = tree.owner[verified] == s
+            if not mine.any():
+                continue
+            pred, acc = self._rows(source)
+            np.add.at(pred, bands[mine], tree.path_probs[verified][mine])
+            np.add.at(acc, bands[mine], kept[mine].astype(np.float64))
+
+    def summary(self) -> dict[str, float]:
+        """Overall accepted / predicted per proposer (for counters)."""
+        out = {}
+        for source, pred in self._predicted.items():
+            total = float(pred.sum())
+            if total > 0:
+                out[f"calibration_{source}"] = float(self._accepted[source].sum()) / total
+        return out

@@ -1,0 +1,93 @@
+"""auto's calibration of proposer estimates and its plan margin, on scripted trees."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import pyaccel
+from pyaccel.methods.auto.calibration import Calibration, CalibrationTuning
+from pyaccel.methods.auto.merge import MergedTree, merge_trees
+from pyaccel.methods.auto.policy import AutoTuning
+from pyaccel.types import SamplingConfig, StepOutcome
+
+from test_auto import CPU, Scripted, chain
+
+
+def two_source_tree() -> MergedTree:
+    return merge_trees([chain([10, 11, 12], 0.5, "lookup"), chain([20, 21], 0.9, "pool")], max_leaves=8)
+
+
+def test_no_evidence_leaves_estimates_alone() -> None:
+    tree = two_source_tree()
+    assert Calibration().apply(tree).tolist() == pytest.approx(tree.path_probs.tolist())
+
+
+def test_an_overconfident_proposer_is_scaled_down_in_its_band_only() -> None:
+    tree = two_source_tree()  # lookup: 0.5, 0.25, 0.125; pool: 0.9, 0.81 (capped together below 1)
+    cal = Calibration(CalibrationTuning(decay=1.0, prior_weight=2.0))
+    lookup_nodes = np.flatnonzero(np.asarray([tree.sources[o] for o in tree.owner]) == "lookup")
+    first = lookup_nodes[:1]  # the 0.5 node (band 0.4-0.6), verified 20 times, never accepted
+    for _ in range(20):
+        cal.record(tree, first, np.zeros(0, np.int64))
+    probs = cal.apply(tree)
+    # accepted 0 of a predicted 20 * p: ratio = 2 / (20 p + 2)
+    p = tree.path_probs[first[0]]
+    assert probs[first[0]] == pytest.approx(p * 2.0 / (20 * p + 2.0))
+    pool = [i for i in range(len(tree)) if tree.sources[tree.owner[i]] == "pool"]
+    assert probs[pool].tolist() == pytest.approx(tree.path_probs[pool].tolist())  # another proposer
+    # Deeper lookup nodes sit in other bands (no evidence) but never above their parent.
+    for i, par in enumerate(tree.parents.tolist()):
+        if par >= 0:
+            assert probs[i] <= probs[par] + 1e-12
+
+
+def test_a_well_calibrated_proposer_keeps_its_estimates() -> None:
+    tree = merge_trees([chain([10], 0.5, "lookup")], max_leaves=8)
+    cal = Calibration(CalibrationTuning(decay=1.0))
+    for i in range(200):  # accepted every other time: as predicted
+        cal.record(tree, np.array([0]), np.array([0]) if i % 2 else np.zeros(0, np.int64))
+    assert cal.apply(tree)[0] == pytest.approx(0.5, abs=0.01)
+    assert cal.summary()["calibration_lookup"] == pytest.approx(1.0, abs=0.02)
+
+
+def test_old_evidence_fades() -> None:
+    tree = merge_trees([chain([10], 0.5, "lookup")], max_leaves=8)
+    cal = Calibration(CalibrationTuning(decay=0.9))
+    for _ in range(20):
+        cal.record(tree, np.array([0]), np.zeros(0, np.int64))
+    low = cal.apply(tree)[0]
+    for _ in range(200):  # steps without this proposer's nodes
+        cal.record(tree, np.zeros(0, np.int64), np.zeros(0, np.int64))
+    assert low < 0.2 and cal.apply(tree)[0] == pytest.approx(0.5, abs=0.01)
+
+
+def test_auto_stops_drafting_a_proposer_that_is_never_right() -> None:
+    # On a curve where every extra token costs 0.1, a chain at 0.6 per token clearly pays;
+    # verification then never accepts it.
+    wrong = Scripted("wrong", [chain([10, 11, 12], 0.6, "wrong")])
+    auto = pyaccel.Auto(lookup=False, lookahead=False, use_draft=False, extra=[wrong],
+                        costs=pyaccel.CostModel.fixed(CPU[:1] + [1.1] * 31))
+    auto.begin([1, 2, 3], SamplingConfig())
+    sizes = []
+    for step in range(30):
+        draft = auto.propose([1, 2, 3], budget=32)
+        sizes.append(len(draft))
+        auto.observe(StepOutcome(draft, [], 99, 3, np.zeros((1 + len(draft), 4), np.float32)))
+    assert sizes[0] == 3 and sizes[-1] == 0
+    assert auto.counters["calibration_wrong"] == 0.0
+
+
+def test_a_plan_that_barely_pays_is_not_drafted() -> None:
+    # One node at 0.6 on a curve where two tokens cost 1.55: expected 1.6 / 1.55 = 1.03.
+    offered = [chain([10], 0.6, "x")]
+    curve = [1.0, 1.55] + [3.0] * 30
+    for margin, drafts in ((0.0, 1), (0.05, 0)):
+        auto = pyaccel.Auto(lookup=False, lookahead=False, use_draft=False, extra=[Scripted("x", offered)],
+                            tuning=AutoTuning(plan_margin=margin), costs=pyaccel.CostModel.fixed(curve))
+        auto.begin([1, 2, 3], SamplingConfig())
+        assert len(auto.propose([1, 2, 3], budget=32)) == drafts
+    with pytest.raises(ValueError, match="plan_margin"):
+        pyaccel.Auto(tuning=AutoTuning(plan_margin=1.5))
+    with pytest.raises(ValueError, match="edges"):
+        Calibration(CalibrationTuning(edges=(0.5, 0.2)))
