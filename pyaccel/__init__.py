@@ -22,6 +22,7 @@ from .methods.base import NoDraft, Proposer
 from .methods.draft import DraftModel
 from .methods.lookahead import Lookahead, LookaheadTuning
 from .methods.lookup import LookupTuning, PromptLookup
+from .methods.medusa import Medusa, MedusaHeads, MedusaTuning
 from .methods.ngram import NgramCacheDrafter
 from .model import Model
 from .registry import cache_dir, load_registry, pull, resolve_model
@@ -42,6 +43,9 @@ __all__ = [
     "Lookahead",
     "LookaheadTuning",
     "LookupTuning",
+    "Medusa",
+    "MedusaHeads",
+    "MedusaTuning",
     "Model",
     "ModelLoadError",
     "ModelNotFoundError",

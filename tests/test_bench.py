@@ -138,7 +138,7 @@ def test_parse_methods() -> None:
     with pytest.raises(ValueError, match="before any method"):
         parse_methods("length=4,lookup")
     with pytest.raises(ValueError, match="unknown method"):
-        parse_methods("medusa")
+        parse_methods("eagle")
     assert parse_spec("lookup:max_draft=32,rewrites=false") == MethodSpec(
         "lookup:max_draft=32,rewrites=false", "lookup", {"max_draft": 32, "rewrites": False})
     with pytest.raises(ValueError, match="key=value"):

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..cli.args import add_model_args, open_model
+from ..cli.args import add_heads_arg, add_model_args, open_model
 from .runner import BENCH_MAX_TOKENS, BenchConfig, BenchResults, load_prompts, run_bench
 from .runners import parse_methods
 
@@ -49,6 +49,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--costs", action="store_true",
                    help="print the measured cost curve and the draft lengths the cost model picks on it; no suites")
     p.add_argument("--draft-model", default=None, help="draft model of draft methods and --costs (default: the registry pair)")
+    add_heads_arg(p)
 
 
 def _write(path: str, text: str) -> None:
@@ -102,7 +103,7 @@ def command(args: argparse.Namespace) -> int:
         raise ValueError(INSTALL_HINT)  # before the run, not after an hour of it
     config = BenchConfig(suites=args.suite, methods=parse_methods(args.methods), max_tokens=args.max_tokens,
                          prompts=args.prompts, rounds=args.rounds, questions=args.questions, oracle=args.oracle,
-                         draft_model=args.draft_model)
+                         draft_model=args.draft_model, heads=args.heads)
     prompts = [] if args.costs else load_prompts(config)  # mistakes show before the model loads
     with open_model(args) as model:
         if args.costs:

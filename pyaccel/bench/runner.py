@@ -44,6 +44,7 @@ class BenchConfig:
     questions: str | None = None
     oracle: bool = False
     draft_model: str | None = None
+    heads: str | None = None  # Medusa heads of medusa methods that name none
 
     def validate(self) -> None:
         if not self.suites:
@@ -185,7 +186,8 @@ def _bind_runners(model: "Model", factories: Sequence[Callable[[], Runner]], run
 
 def _factories(model: "Model", config: BenchConfig,
                proposers: Mapping[str, Callable[[], Proposer]]) -> list[Callable[[], Runner]]:
-    out: list[Callable[[], Runner]] = [partial(make_runner, spec, model, config.draft_model) for spec in config.methods]
+    out: list[Callable[[], Runner]] = [partial(make_runner, spec, model, config.draft_model, config.heads)
+                                       for spec in config.methods]
     taken = [spec.label for spec in config.methods]
     for label in proposers:
         if label in taken:

@@ -146,8 +146,9 @@ def _make_peer(spec: MethodSpec, model: "Model") -> LlamaRunner:
     return LlamaRunner(spec.label, llama_cpp.Llama(str(model.path), **kwargs), model)
 
 
-def make_runner(spec: MethodSpec, model: "Model", draft_model: str | None = None) -> Runner:
-    """The runner for one --methods entry; `draft_model` is the default draft of draft methods."""
+def make_runner(spec: MethodSpec, model: "Model", draft_model: str | None = None, heads: str | None = None) -> Runner:
+    """The runner for one --methods entry; `draft_model` is the default draft of draft methods,
+    `heads` the default heads file of medusa methods."""
     if spec.name in PEERS:
         return _make_peer(spec, model)
     options = dict(spec.options)
@@ -158,6 +159,8 @@ def make_runner(spec: MethodSpec, model: "Model", draft_model: str | None = None
         if options.get("draft") is None and pair is None:
             raise ValueError(f"{model.name!r} has no registry draft model: pass --draft-model NAME_OR_PATH "
                              "(or write draft:draft=NAME_OR_PATH in --methods), or leave draft out of --methods")
+    if spec.name == "medusa" and heads is not None:
+        options.setdefault("heads", heads)
     return PyaccelRunner(spec.label, model, Generator(model, make_method(MethodSpec(spec.label, spec.name, options))))
 
 

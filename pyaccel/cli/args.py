@@ -7,8 +7,8 @@ import argparse
 from typing import TYPE_CHECKING, Any
 
 from .. import defaults
-from ..methods import make_method, method_names
-from ..methods.spec import parse_spec
+from ..methods import make_method, method_names, needs_hidden_states
+from ..methods.spec import parse_spec, parse_specs
 
 if TYPE_CHECKING:
     from ..methods.base import Proposer
@@ -24,11 +24,23 @@ def add_model_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--verbose", action="store_true", help="show llama.cpp's own log")
 
 
+def _methods_named(args: argparse.Namespace) -> list[str]:
+    """Every method spec on the command line: --method, serve's --also-method, bench's --methods."""
+    named = [args.method] if getattr(args, "method", None) else []
+    named += list(getattr(args, "also_method", None) or [])
+    if getattr(args, "methods", None):
+        named += [spec.label for spec in parse_specs(args.methods)]
+    return named
+
+
 def open_model(args: argparse.Namespace, **overrides: Any) -> "Model":
+    """The Model of the command line; with hidden states where a method named reads them (medusa)."""
     from ..model import Model
 
     kwargs: dict[str, Any] = dict(n_ctx=args.n_ctx, n_threads=args.threads, n_gpu_layers=args.n_gpu_layers,
                                   verbose=args.verbose)
+    if any(needs_hidden_states(spec) for spec in _methods_named(args)):
+        kwargs["embeddings"] = True
     kwargs.update(overrides)
     return Model(args.model, **kwargs)
 
@@ -62,6 +74,13 @@ def add_method_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--ngram-dynamic", default=None, metavar="FILE",
                    help="dynamic cache for --method ngram or auto: loaded if it exists, updated after the "
                         "generation")
+    add_heads_arg(p)
+
+
+def add_heads_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--heads", default=None, metavar="FILE",
+                   help="Medusa heads for --method medusa (default: those `pyaccel medusa train` wrote for the "
+                        "model)")
 
 
 def make_method_from_args(args: argparse.Namespace) -> "Proposer":
@@ -76,6 +95,11 @@ def make_method_from_args(args: argparse.Namespace) -> "Proposer":
             raise ValueError("--draft-length fixes one method's draft; auto sizes its drafts by the cost model: "
                              "drop it, or pick a method (e.g. --method lookup)")
         options = {"draft": args.draft_model, "ngram_static": args.ngram_static, "ngram_dynamic": args.ngram_dynamic}
+    elif spec.name == "medusa":
+        if args.draft_length is not None:
+            raise ValueError("--draft-length fixes a chain's length; medusa verifies a tree sized by the cost model "
+                             "(or medusa:cost_model=false for the whole tree): drop --draft-length")
+        options = {"heads": args.heads}
     elif spec.name == "plain":
         options = {}
     return make_method(spec, **options)

@@ -5,6 +5,7 @@
     lookup   `PromptLookup`       copies from the prompt and the output so far
     ngram    `NgramCacheDrafter`  context / dynamic / static n-gram caches
     lookahead `Lookahead`         a Jacobi window and an n-gram pool, no draft model
+    medusa   `Medusa`             trained heads over the target's hidden states, tree-verified
     auto     `Auto`               every proposer's candidates in one tree (the default)
 """
 
@@ -46,6 +47,12 @@ def _lookahead(**options: Any) -> Proposer:
     return Lookahead(**options)
 
 
+def _medusa(**options: Any) -> Proposer:
+    from .medusa import Medusa
+
+    return Medusa(**options)
+
+
 def _auto(**options: Any) -> Proposer:
     from .auto.proposer import Auto
 
@@ -54,7 +61,16 @@ def _auto(**options: Any) -> Proposer:
 
 def _factories() -> dict[str, Callable[..., Proposer]]:
     return {"plain": _plain, "draft": _draft, "lookup": _lookup, "ngram": _ngram, "lookahead": _lookahead,
-            "auto": _auto}
+            "medusa": _medusa, "auto": _auto}
+
+
+# Methods whose proposer reads the target's hidden states: their Model needs embeddings=True.
+HIDDEN_STATE_METHODS = frozenset({"medusa"})
+
+
+def needs_hidden_states(spec: str | MethodSpec) -> bool:
+    """Does the method named by `spec` need its Model created with embeddings=True?"""
+    return (parse_spec(spec) if isinstance(spec, str) else spec).name in HIDDEN_STATE_METHODS
 
 
 def method_names() -> list[str]:
@@ -75,4 +91,4 @@ def make_method(spec: str | MethodSpec, **options: Any) -> Proposer:
         raise ValueError(f"method {parsed.name!r}: {exc}") from None
 
 
-__all__ = ["MethodSpec", "NoDraft", "Proposer", "make_method", "method_names", "parse_spec"]
+__all__ = ["MethodSpec", "NoDraft", "Proposer", "make_method", "method_names", "needs_hidden_states", "parse_spec"]

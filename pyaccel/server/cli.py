@@ -64,7 +64,7 @@ def command(args: argparse.Namespace) -> int:
               "pip install 'pyaccel[server]'", file=sys.stderr)
         return 2
     from ..generator import Generator
-    from ..methods import make_method
+    from ..methods import make_method, needs_hidden_states
     from .scheduler import Scheduler
 
     for flag, value, least in (("--max-queue", args.max_queue, 0), ("--max-tokens", args.max_tokens, 1),
@@ -76,7 +76,8 @@ def command(args: argparse.Namespace) -> int:
     generators = {model.name: Generator(model, make_method_from_args(args))}
     methods = {model.name: args.method}
     for spec in args.also_method:
-        generators[f"{model.name}@{spec}"] = Generator(model, make_method(spec))
+        heads = {"heads": args.heads} if needs_hidden_states(spec) else {}
+        generators[f"{model.name}@{spec}"] = Generator(model, make_method(spec, **heads))
         methods[f"{model.name}@{spec}"] = spec
     limits = Limits(max_body_bytes=SERVE.max_body_bytes,
                     max_prompt_tokens=min(args.max_prompt_tokens or n_ctx - 1, n_ctx - 1),

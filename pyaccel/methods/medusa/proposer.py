@@ -96,7 +96,8 @@ def with_step_cost(curve: "_core.CostCurve", cost: float) -> "_core.CostCurve":
 class Medusa(Proposer):
     """Medusa heads as a `Generator` method.
 
-    heads: a heads file (`pyaccel medusa train`) or a loaded `MedusaHeads`.
+    heads: a heads file or a loaded `MedusaHeads`; None: the heads `pyaccel medusa train`
+      wrote for the target in the user cache.
     tree: "static" (from the heads' measured rank accuracies) or "dynamic" (per step, by
       path probability).
     max_nodes, topk: the most tree nodes, and ranks per head considered.
@@ -114,7 +115,7 @@ class Medusa(Proposer):
 
     name = "medusa"
 
-    def __init__(self, heads: str | os.PathLike[str] | MedusaHeads, *, tree: str = "static", max_nodes: int = 64,
+    def __init__(self, heads: str | os.PathLike[str] | MedusaHeads | None = None, *, tree: str = "static", max_nodes: int = 64,
                  topk: int = 10, max_paths: int | None = None, cost_model: bool = True, typical: object = None,
                  costs: CostModel | None = None, heads_cost: float | None = None,
                  tuning: MedusaTuning | None = None) -> None:
@@ -171,9 +172,10 @@ class Medusa(Proposer):
                                          "tree_nodes")}
 
     def _load(self, target: "Model") -> MedusaHeads:
-        from .format import check_target, load_heads
+        from .format import check_target, default_heads_path, load_heads
 
-        heads = self._heads_arg if isinstance(self._heads_arg, MedusaHeads) else load_heads(self._heads_arg)
+        arg = self._heads_arg if self._heads_arg is not None else default_heads_path(target)
+        heads = arg if isinstance(arg, MedusaHeads) else load_heads(arg)
         if not isinstance(heads, MedusaHeads):
             raise TypeError(f"heads must be a heads file path or a MedusaHeads, got {type(heads).__name__}")
         check_target(heads.meta, target)
