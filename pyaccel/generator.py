@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from typing import Any, Iterator, Sequence
+from typing import Any, Iterator, Mapping, Sequence
 
 from . import defaults
 from .decode import Request, run
@@ -80,7 +80,11 @@ class Generator:
         sampling.validate()
         req = self._request(prompt, max_tokens, stop, sampling)
         with self.target.turn():
-            yield from run(self.target.backend, self.target.cache, self.method, req)
+            before = dict(self.method.counters)
+            for item in run(self.target.backend, self.target.cache, self.method, req):
+                if isinstance(item, Result):
+                    item.stats.accepted_by = accepted_by(self.method, before, item.stats.accepted)
+                yield item
 
     def generate(self, prompt: str | Sequence[int], **kwargs: Any) -> Result:
         """Generate a completion of `prompt`; keyword arguments as for `stream`."""
@@ -104,6 +108,18 @@ class Generator:
     def close(self) -> None:
         """Release what the method opened (the target Model stays open)."""
         self.method.close()
+
+
+def accepted_by(method: Proposer, before: Mapping[str, float], accepted: int) -> dict[str, int]:
+    """This generation's accepted draft tokens per proposer: from the method's
+    `accepted_<proposer>` counters where it keeps them (auto), else all the method's own."""
+    after = method.counters
+    by = {k[len("accepted_"):]: int(round(v - before.get(k, 0.0))) for k, v in after.items()
+          if k.startswith("accepted_") and k != "accepted_shared"}
+    by = {k: v for k, v in by.items() if v > 0}
+    if by or not accepted:
+        return by
+    return {method.name: accepted}
 
 
 def _last(items: Iterator[str | Result]) -> Result:

@@ -182,6 +182,8 @@ class Stats:
     accepted: int = 0
     drafted_per_position: list[int] = field(default_factory=list)
     accepted_per_position: list[int] = field(default_factory=list)
+    # Accepted draft tokens by the proposer whose candidate they were (auto mixes several).
+    accepted_by: dict[str, int] = field(default_factory=dict)
     prefill_s: float = 0.0
     decode_s: float = 0.0
     target_s: float = 0.0

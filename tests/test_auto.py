@@ -232,6 +232,7 @@ def test_greedy_output_is_plain(gemma: pyaccel.Model) -> None:
         got = fast.generate(prompt, max_tokens=N_TOKENS)
         assert_greedy_equivalent(gemma, prompt, want, got.tokens)
         drafted += got.stats.drafted
+        assert sum(got.stats.accepted_by.values()) == got.stats.accepted  # each credited to a proposer
     c = fast.method.counters
     assert drafted > 0 and c["accepted_lookup"] > 0 and c["draft_model_loaded"] == 0
     assert sum(v for k, v in c.items() if k.startswith("drafted_")) == drafted

@@ -91,3 +91,26 @@ def test_a_plan_that_barely_pays_is_not_drafted() -> None:
         pyaccel.Auto(tuning=AutoTuning(plan_margin=1.5))
     with pytest.raises(ValueError, match="edges"):
         Calibration(CalibrationTuning(edges=(0.5, 0.2)))
+
+
+def test_stats_say_which_proposer_each_accepted_token_came_from() -> None:
+    from pyaccel.generator import accepted_by
+
+    class Counting(pyaccel.Proposer):
+        name = "mix"
+
+        def __init__(self, counts: dict[str, float]) -> None:
+            self.counts = counts
+
+        def propose(self, tokens: list[int], budget: int) -> "pyaccel.types.Draft":
+            raise AssertionError("not called")
+
+        def _counters(self) -> dict[str, float]:
+            return dict(self.counts)
+
+    before = {"accepted_lookup": 5.0, "accepted_shared": 2.0}
+    method = Counting({"accepted_lookup": 12.0, "accepted_lookahead": 3.0, "accepted_shared": 9.0})
+    assert accepted_by(method, before, 10) == {"lookup": 7, "lookahead": 3}
+    plain_counts = Counting({"drafted": 4.0, "accepted": 4.0})
+    assert accepted_by(plain_counts, {}, 4) == {"mix": 4}  # a single method: all its own
+    assert accepted_by(plain_counts, {}, 0) == {}

@@ -134,6 +134,9 @@ def _print_stats(result: Result) -> None:
         f"tau {s.tau:.2f}, target passes {s.target_forwards}, finish: {result.finish_reason}]",
         file=sys.stderr,
     )
+    if s.accepted_by:
+        by = ", ".join(f"{name} {n}" for name, n in sorted(s.accepted_by.items(), key=lambda kv: -kv[1]))
+        print(f"[accepted draft tokens by proposer: {by}]", file=sys.stderr)
 
 
 def _cmd_ngram(args: argparse.Namespace) -> int:

@@ -155,7 +155,6 @@ class Lookahead(Proposer):
         current = self._size if self._window is not None else None
         if size != current:
             self._set_size(size, np.asarray(tokens, dtype=np.int32))
-            self._counts["window_w"] = float(size.window if size else 0)
 
     def _take(self, tokens: list[int]) -> int:
         """Start a step on `tokens`: resize if planned, pool the output's n-grams; the root."""
