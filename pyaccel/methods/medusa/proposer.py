@@ -154,7 +154,8 @@ class Medusa(Proposer):
         self._backend = backend
         self._static: TreeShape | None = None
         if self.tree == "static":
-            self._static = grow_tree(static_scores(heads.meta.rank_accuracy, self.topk), self.max_nodes, paths)
+            topk = min(self.topk, heads.weights.draft_vocab)
+            self._static = grow_tree(static_scores(heads.meta.rank_accuracy, topk), self.max_nodes, paths)
             self._static_layout = _core.tree_layout(self._static.parents)
         t = self.tuning
         self._calibration = DepthCalibration(heads.n_heads, t.calibration_decay, t.calibration_prior)
@@ -227,7 +228,8 @@ class Medusa(Proposer):
         """Could a tree that is always accepted along its K heads beat plain decoding?"""
         assert self._costs is not None and self.heads is not None
         k = min(self.heads.n_heads, limit, self._costs.max_nodes(depth))
-        return k >= 1 and k + 1 - self._costs.curve(depth).cost_at(k + 1) > self.heads_cost
+        curve = self._costs.curve(depth)
+        return k >= 1 and k + 1 - curve.cost_at(k + 1) / curve.cost_at(1) > self.heads_cost
 
     def _gate(self, depth: int, limit: int) -> bool:
         """Run the heads this step? (cost model on)"""
@@ -323,5 +325,6 @@ class Medusa(Proposer):
 
 
 def _gain(plan: "_core.TreePlan") -> float:
-    """Expected tokens gained per step over plain decoding, in single-token times."""
-    return float(plan.expected_tokens - plan.expected_cost) if len(plan.nodes) else 0.0
+    """Expected tokens gained per step over plain decoding, in single-token times:
+    E - t[m + 1] / t[1] = E (1 - 1 / speedup)."""
+    return float(plan.expected_tokens * (1.0 - 1.0 / plan.expected_speedup)) if len(plan.nodes) else 0.0
