@@ -58,8 +58,17 @@ class TargetCache:
         common = min(common_prefix(self._tokens, prompt), len(prompt) - 1)
         self.truncate(common)
         t0 = time.perf_counter()
-        self.backend.prefill(prompt[common:], start_pos=common)
-        if self.recorder is not None and len(prompt) - common <= self.backend.max_batch:  # one decode
+        split = self.backend.config.embeddings and len(prompt) - common > 1
+        if split:
+            # With hidden states on, llama.cpp projects every row onto the vocabulary: only
+            # the last token's rows are read, so the rest is evaluated without them.
+            with self.backend.hidden_states_off():
+                self.backend.prefill(prompt[common:-1], start_pos=common)
+            self.backend.prefill(prompt[-1:], start_pos=len(prompt) - 1)
+        else:
+            self.backend.prefill(prompt[common:], start_pos=common)
+        one_decode = not split and len(prompt) - common <= self.backend.max_batch
+        if self.recorder is not None and one_decode:
             self.backend.logits_rows()  # waits for a GPU
             self.recorder.on_prefill(len(prompt) - common, common, time.perf_counter() - t0)
         self._tokens = list(prompt)

@@ -109,8 +109,11 @@ def test_the_first_step_reads_the_prompts_last_hidden_state(hidden_model: pyacce
     hidden_model.cache.truncate(0)  # the whole prompt in one batch, as the reference below
     pyaccel.Generator(hidden_model, method).generate(prompt, max_tokens=3)
     hidden_model.cache.truncate(0)
-    hidden_model.backend.prefill(prompt, start_pos=0)
-    want = np.array(hidden_model.backend.embeddings_rows()[-1])
+    backend = hidden_model.backend
+    with backend.hidden_states_off():
+        backend.prefill(prompt[:-1], start_pos=0)
+    backend.decode(prompt[-1:], [len(prompt) - 1])  # the prompt's last token, as a prefill leaves it
+    want = np.array(backend.embeddings_rows()[-1])
     hidden_model.cache.truncate(0)
     np.testing.assert_array_equal(method.first_h, want)
 
@@ -145,7 +148,7 @@ def test_sampling_distribution_is_the_targets(hidden_model: pyaccel.Model) -> No
     # drafts are accepted often and rejected often.
     likely = np.argsort(p)[::-1][:6]
     hidden_model.cache.truncate(0)
-    hidden_model.backend.prefill(prompt, start_pos=0)
+    hidden_model.cache.prefill(prompt)
     h = np.array(hidden_model.backend.embeddings_rows()[-1], dtype=np.float64)
     hidden_model.cache.truncate(0)
     order = np.argsort(likely)  # the draft vocabulary is sorted by id
