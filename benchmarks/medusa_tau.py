@@ -47,7 +47,8 @@ def report(path: Path) -> None:
         ms = statistics.median(r["heads_ms"] for r in mine)
         token = statistics.median(r["token_ms"] for r in mine)
         cells = [f"{per[c]:.2f}" if c in per else "-" for c in cats]
-        print(f"| {tree} | {nodes:.0f} | {ms:.1f} | {token:.1f} | " + " | ".join(cells) + f" | {statistics.median(per.values()):.2f} |")
+        median = statistics.median(per.values())
+        print(f"| {tree} | {nodes:.0f} | {ms:.1f} | {token:.1f} | " + " | ".join(cells) + f" | {median:.2f} |")
 
 
 def main() -> int:

@@ -4,6 +4,7 @@ cost model keeps the heads off where they cannot pay, and misuse is a clear erro
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 from pathlib import Path
 
@@ -210,3 +211,14 @@ def test_misuse_is_a_clear_error(gemma: pyaccel.Model, hidden_model: pyaccel.Mod
         pyaccel.Generator(hidden_model, f"medusa:heads={path}")
     with pytest.raises(FileNotFoundError, match="pyaccel medusa train"):
         pyaccel.Generator(hidden_model, Medusa(tmp_path / "none.gguf"))
+
+
+def test_cli_generate_with_medusa_opens_the_model_with_hidden_states(
+        gemma_path: Path, text_heads: MedusaHeads, tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    from pyaccel.cli.main import main
+
+    path = save_heads(tmp_path / "heads.gguf", text_heads)
+    assert main(["generate", "-m", str(gemma_path), "--n-ctx", "256", "--method", "medusa:cost_model=false,max_nodes=8",
+                 "--heads", str(path), "--max-tokens", "12", "--json", PROMPTS[1]]) == 0
+    stats = json.loads(capsys.readouterr().out)["stats"]
+    assert stats["new_tokens"] == 12 and stats["drafted"] > 0

@@ -115,9 +115,9 @@ class Medusa(Proposer):
 
     name = "medusa"
 
-    def __init__(self, heads: str | os.PathLike[str] | MedusaHeads | None = None, *, tree: str = "static", max_nodes: int = 64,
-                 topk: int = 10, max_paths: int | None = None, cost_model: bool = True, typical: object = None,
-                 costs: CostModel | None = None, heads_cost: float | None = None,
+    def __init__(self, heads: str | os.PathLike[str] | MedusaHeads | None = None, *, tree: str = "static",
+                 max_nodes: int = 64, topk: int = 10, max_paths: int | None = None, cost_model: bool = True,
+                 typical: object = None, costs: CostModel | None = None, heads_cost: float | None = None,
                  tuning: MedusaTuning | None = None) -> None:
         if tree not in TREES:
             raise ValueError(f"medusa tree must be one of {', '.join(TREES)}, got {tree!r}")

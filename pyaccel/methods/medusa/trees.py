@@ -98,7 +98,8 @@ def grow_tree(scores: npt.ArrayLike, max_nodes: int, max_leaves: int) -> TreeSha
     has_child: list[bool] = []
     leaves = 0
     # Heap entries: (-score, path of ranks, parent node); the path orders ties.
-    frontier = [(-float(s[0, i]), (i,), -1) for i in range(1 if lazy else n_ranks)]
+    frontier: list[tuple[float, tuple[int, ...], int]] = [(-float(s[0, i]), (i,), -1)
+                                                          for i in range(1 if lazy else n_ranks)]
     heapq.heapify(frontier)
     while frontier and len(parents) < max_nodes:
         neg, path, parent = heapq.heappop(frontier)
@@ -139,7 +140,7 @@ def depth_sums(shape: TreeShape, probs: npt.NDArray[np.float64]) -> npt.NDArray[
     that the accepted path reaches it (siblings are exclusive continuations)."""
     if not len(shape):
         return np.zeros(0)
-    return np.bincount(shape.head, weights=probs, minlength=int(shape.head.max()) + 1)
+    return np.bincount(shape.head, weights=probs, minlength=int(shape.head.max()) + 1).astype(np.float64)
 
 
 def matched_depth(tokens: npt.NDArray[np.int32], parents: npt.NDArray[np.int32], stream: Sequence[int]) -> int:
