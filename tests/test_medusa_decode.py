@@ -13,7 +13,7 @@ import pytest
 
 import pyaccel
 from pyaccel import CostModel, Medusa, _core
-from pyaccel.methods.medusa import HeadsMeta, HeadWeights, MedusaHeads
+from pyaccel.methods.medusa import HeadsMeta, HeadWeights, MedusaHeads, MedusaTuning
 from pyaccel.methods.medusa.format import meta_for, save_heads
 from pyaccel.types import StepOutcome
 
@@ -138,6 +138,12 @@ def test_cost_model_keeps_the_heads_off_where_they_cannot_pay(hidden_model: pyac
     gen = pyaccel.Generator(hidden_model, costly)
     gen.generate(prompt, max_tokens=N_TOKENS)
     assert costly.counters["heads_runs"] == 0
+    # A tree always accepted would pay, the estimated ones do not: the heads run only as probes.
+    shallow = CostModel.fixed([1.0 + 0.9 * b for b in range(64)])
+    probing = Medusa(text_heads, costs=shallow, heads_cost=0.01, tuning=MedusaTuning(recheck_every=4))
+    got = pyaccel.Generator(hidden_model, probing).generate(prompt, max_tokens=N_TOKENS)
+    assert probing.counters["heads_runs"] == probing.counters["probes"] >= 3
+    assert_greedy_equivalent(hidden_model, prompt, want, got.tokens)
 
 
 def test_sampling_distribution_is_the_targets(hidden_model: pyaccel.Model) -> None:

@@ -17,9 +17,10 @@ this device, heads included:
 (static: the best plan on the calibrated static tree, known before running the heads;
 dynamic: a decayed mean of the gains its recent trees planned). Once run, their cost is
 sunk and the subset of the tree with the best expected tokens per cost is verified. When
-nothing pays the heads stay off and run once every `recheck_every` steps (a probe), so
-that the calibration (`calibration`) keeps learning; where even a tree that is always
-accepted cannot pay, they never run.
+nothing pays the heads stay off and run once every `recheck_every` steps (a probe, rarer
+where the heads are slow: at most `probe_share` of the time), so that the calibration
+(`calibration`) keeps learning; where even a tree that is always accepted cannot pay,
+they never run.
 """
 
 from __future__ import annotations
@@ -50,8 +51,10 @@ TREES = ("static", "dynamic")
 class MedusaTuning:
     """The knobs of Medusa decoding beyond its constructor's."""
 
-    # With the cost model on and nothing paying, run the heads once in this many steps.
+    # With the cost model on and nothing paying, run the heads once in this many steps, or
+    # in more where their time would exceed probe_share of those steps' plain decoding.
     recheck_every: int = 32
+    probe_share: float = 0.02
     # Per-depth calibration of path scores: decay per observed tree, prior weight (in
     # expected acceptances) of "the scores are right".
     calibration_decay: float = 0.98
@@ -67,7 +70,7 @@ class MedusaTuning:
         if self.recheck_every < 1 or self.bind_timings < 1:
             raise ValueError(f"recheck_every and bind_timings must be >= 1, got {self.recheck_every}, "
                              f"{self.bind_timings}")
-        for name in ("calibration_decay", "gain_decay", "heads_time_decay"):
+        for name in ("probe_share", "calibration_decay", "gain_decay", "heads_time_decay"):
             if not 0.0 < getattr(self, name) <= 1.0:
                 raise ValueError(f"{name} must be in (0, 1], got {getattr(self, name)}")
         if self.calibration_prior <= 0.0:
@@ -237,7 +240,8 @@ class Medusa(Proposer):
             self._idle = 0
             return True
         self._idle += 1
-        if self._idle >= self.tuning.recheck_every and self._could_pay(depth, limit):
+        every = max(self.tuning.recheck_every, self.heads_cost / self.tuning.probe_share)
+        if self._idle >= every and self._could_pay(depth, limit):
             self._idle = 0
             self._counts["probes"] += 1
             return True
