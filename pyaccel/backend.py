@@ -15,11 +15,12 @@ filling it is a few vectorised numpy assignments rather than a Python loop per t
 from __future__ import annotations
 
 import codecs
+import contextlib
 import ctypes
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Callable, Iterator, Sequence
 
 import numpy as np
 import numpy.typing as npt
@@ -155,6 +156,7 @@ class LlamaBackend:
         if not ctx:
             raise ModelLoadError(f"llama.cpp could not create a context of {config.n_ctx} tokens for {self.path}")
         self._ctx = ctx
+        self._hidden_on = config.embeddings
         self._mem = llama_cpp.llama_get_memory(ctx)
         self.n_ctx = int(llama_cpp.llama_n_ctx(ctx))
         self.n_seq_max = n_seq_max
@@ -218,7 +220,7 @@ class LlamaBackend:
             for i, ids in enumerate(seq_ids):
                 b.n_seq[i] = len(ids)
                 b.seq[i, : len(ids)] = ids
-        if self.config.embeddings:
+        if self._hidden_on:
             # llama.cpp outputs every token of a batch when embeddings are on (it overrides
             # the flags): say so, or the rows read back would be misnumbered.
             b.logits[:n] = 1
@@ -236,6 +238,23 @@ class LlamaBackend:
             )
         if rc != 0:
             raise RuntimeError(f"llama_decode failed with code {rc}")
+
+    @contextlib.contextmanager
+    def hidden_states_off(self) -> Iterator[None]:
+        """Decode without hidden states meanwhile (a context created with embeddings=True):
+        only the flagged logits rows are computed, so a long prefix whose rows nobody reads
+        skips the vocabulary projection of every token."""
+        self._require_open()
+        if not self.config.embeddings:
+            yield
+            return
+        llama_cpp.llama_set_embeddings(self._ctx, False)
+        self._hidden_on = False
+        try:
+            yield
+        finally:
+            llama_cpp.llama_set_embeddings(self._ctx, True)
+            self._hidden_on = True
 
     def prefill(self, tokens: Sequence[int], start_pos: int) -> None:
         """Evaluate a long run of tokens in chunks of `max_batch`; the last token's logits are kept."""
@@ -261,8 +280,9 @@ class LlamaBackend:
     def embeddings_rows(self) -> npt.NDArray[np.float32]:
         """Zero-copy [n_outputs, n_embd] final hidden states (needs embeddings=True)."""
         self._require_open()
-        if not self.config.embeddings:
-            raise RuntimeError("hidden states need the context created with embeddings=True")
+        if not self._hidden_on:
+            raise RuntimeError("hidden states need the context created with embeddings=True "
+                               "(and not inside hidden_states_off())")
         ptr = llama_cpp.llama_get_embeddings(self._ctx)
         return np.ctypeslib.as_array(ptr, shape=(self._n_out, self.n_embd))
 
