@@ -66,12 +66,16 @@ class HeadWeights:
     def features(self, h: F32) -> F32:
         """z for every head: h [n, d] -> [K, n, d]."""
         h = np.asarray(h, dtype=np.float32)
-        pre = np.einsum("nd,ked->kne", h, self.w, optimize=True) + self.b[:, None, :]
+        # One BLAS product per head (einsum's contraction path is ~10x slower for one row).
+        pre = np.matmul(h[None, :, :], self.w.transpose(0, 2, 1)) + self.b[:, None, :]
         return (h[None, :, :] + silu(pre)).astype(np.float32, copy=False)
 
     def logits(self, h: F32) -> F32:
         """Draft-vocabulary logits of every head: h [n, d] -> [K, n, V']."""
-        return self.features(h) @ self.out.T
+        z = self.features(h)
+        k, n, d = z.shape
+        # One product over `out` for all heads: reading out ([V', d]) is the cost of a step.
+        return (z.reshape(k * n, d) @ self.out.T).reshape(k, n, -1)
 
     def top(self, h: F32, k: int) -> tuple[npt.NDArray[np.int32], F32]:
         """The k most likely tokens of every head at one hidden state h [d], best first:
