@@ -54,3 +54,49 @@ class Progress:
 
     def close(self) -> None:
         self._draw(final=True)
+
+
+def clock(seconds: float) -> str:
+    """12:05 or 1:02:05."""
+    s = max(0, int(round(seconds)))
+    return f"{s // 3600}:{s // 60 % 60:02d}:{s % 60:02d}" if s >= 3600 else f"{s // 60}:{s % 60:02d}"
+
+
+class StatusLine:
+    """`label: message, 3:12 elapsed, ~1:40 left` for long work measured in time or in a
+    fraction done; printed at most every `every` seconds (redrawn in place on a terminal)."""
+
+    def __init__(self, label: str, every: float = 10.0, stream: TextIO | None = None) -> None:
+        self.label = label
+        self.every = every
+        self._stream = stream if stream is not None else sys.stderr
+        self._tty = bool(getattr(self._stream, "isatty", lambda: False)())
+        self._start = time.monotonic()
+        self._last = -float("inf")
+        self._open = False
+
+    def show(self, message: str, fraction: float | None = None, force: bool = False) -> None:
+        """`fraction` of the work done (0..1) gives the estimate of time left."""
+        now = time.monotonic()
+        if not force and now - self._last < self.every:
+            return
+        self._last = now
+        elapsed = now - self._start
+        left = ""
+        if fraction is not None and fraction > 0:
+            left = f", ~{clock(elapsed * (1 - min(fraction, 1.0)) / fraction)} left"
+        line = f"{self.label}: {message}, {clock(elapsed)} elapsed{left}"
+        if self._tty:
+            self._stream.write(f"\r\x1b[K{line}")
+            self._open = True
+        else:
+            self._stream.write(line + "\n")
+        self._stream.flush()
+
+    def close(self, message: str | None = None) -> None:
+        if message is not None:
+            self.show(message, force=True)
+        if self._open:
+            self._stream.write("\n")
+            self._stream.flush()
+            self._open = False

@@ -72,6 +72,12 @@ def _add_chat_and_serve(sub: "argparse._SubParsersAction[argparse.ArgumentParser
     add_serve(sub.add_parser("serve", help="serve a model over an OpenAI-compatible HTTP API (pyaccel[server])"))
 
 
+def _add_medusa(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
+    from .medusa import add_arguments
+
+    add_arguments(sub.add_parser("medusa", help="train, inspect and evaluate Medusa heads for a model"))
+
+
 def _version() -> str:
     from .. import __version__
 
@@ -87,6 +93,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_ngram(sub)
     _add_bench(sub)
     _add_chat_and_serve(sub)
+    _add_medusa(sub)
     return parser
 
 
@@ -213,6 +220,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _cmd_bench(args)
         if args.cmd in ("chat", "serve"):
             return _cmd_chat_or_serve(args)
+        if args.cmd == "medusa":
+            from .medusa import command as medusa
+
+            return medusa(args)
         return _cmd_generate(args)
     except (PyaccelError, ValueError, FileNotFoundError) as exc:
         print(f"pyaccel: error: {exc}", file=sys.stderr)

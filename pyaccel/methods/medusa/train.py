@@ -1,0 +1,330 @@
+"""Training Medusa heads with numpy: cross-entropy over the draft vocabulary, Adam, minibatches.
+
+Per head k (0-based here; head k predicts the token k + 2 steps after the row's position):
+
+    pre = h W_k^T + b_k          [B, d]
+    z   = h + SiLU(pre)          [B, d]
+    l   = z O^T                  [B, V']   O frozen (the target's output rows)
+    loss_k = mean over rows whose label is in the draft vocabulary of CE(l, y)
+    loss   = sum_k decay^k loss_k
+
+Backward: dl = (softmax(l) - onehot(y)) / n_valid; dz = dl O; dpre = dz * SiLU'(pre);
+dW_k = dpre^T h; db_k = sum_rows dpre. Labels outside the draft vocabulary are left out
+of the loss (a head cannot propose them) and count as misses in the accuracies.
+
+Minibatch order depends only on (seed, epoch), and the Adam state is checkpointed, so an
+interrupted training resumed from its checkpoint takes the same steps as one that was not.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+import numpy.typing as npt
+
+from .heads import F32, HeadWeights, silu
+
+I32 = npt.NDArray[np.int32]
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """The knobs of training (see `pyaccel medusa train --help`)."""
+
+    n_heads: int = 3
+    draft_vocab: int = 8192
+    lr: float = 1e-3
+    lr_floor: float = 0.1  # cosine decay to lr * lr_floor over the planned steps
+    batch: int = 256
+    weight_decay: float = 0.0  # decoupled (AdamW), on w only
+    head_decay: float = 0.8  # loss weight of head k (0-based): head_decay ** k
+    prompt_rows: bool = True  # also train on prompt positions (labels: the target's greedy picks)
+    minutes: float = 9.0  # training time budget (None steps: as many as fit)
+    steps: int | None = None  # fixed number of steps (tests, exact reruns)
+    checkpoint_s: float = 60.0
+    validate_every: int = 50  # steps between held-out loss checks
+    validation_rows: int = 1024
+    seed: int = 0
+
+    def validate(self) -> None:
+        if self.n_heads < 1 or self.draft_vocab < 2 or self.batch < 1 or not self.lr > 0:
+            raise ValueError(f"training needs n_heads >= 1, draft_vocab >= 2, batch >= 1 and lr > 0, got {self}")
+        if self.steps is not None and self.steps < 1:
+            raise ValueError(f"steps must be >= 1, got {self.steps}")
+
+
+@dataclass
+class TrainState:
+    """Everything a checkpoint holds: parameters, Adam moments, progress, the best weights."""
+
+    w: F32
+    b: F32
+    mw: F32
+    vw: F32
+    mb: F32
+    vb: F32
+    vocab: I32
+    step: int = 0
+    planned: int = 0  # steps of the lr schedule (fixed once known)
+    seconds: float = 0.0  # training time spent so far, over all runs
+    best_loss: float = float("inf")
+    best_w: F32 | None = None
+    best_b: F32 | None = None
+    history: list[tuple[int, float, float]] = field(default_factory=list)  # (step, val loss, head-1 top-1)
+
+    @staticmethod
+    def fresh(n_heads: int, d: int, vocab: I32) -> "TrainState":
+        z = lambda *s: np.zeros(s, np.float32)  # noqa: E731
+        return TrainState(z(n_heads, d, d), z(n_heads, d), z(n_heads, d, d), z(n_heads, d, d), z(n_heads, d),
+                          z(n_heads, d), np.asarray(vocab, np.int32))
+
+
+def choose_vocab(labels_full: I32, size: int, n_vocab: int) -> I32:
+    """The `size` most frequent label tokens (ties: lower id first). When the data has fewer
+    distinct tokens, the rest are the lowest unused ids: a BPE vocabulary numbers its
+    earliest (most common) merges first."""
+    flat = labels_full[labels_full >= 0].astype(np.int64)
+    counts = np.bincount(flat, minlength=n_vocab)
+    seen = np.flatnonzero(counts)
+    seen = seen[np.lexsort((seen, -counts[seen]))][:size]
+    if len(seen) < size:
+        rest = np.setdiff1d(np.arange(n_vocab), seen, assume_unique=True)[: size - len(seen)]
+        seen = np.concatenate([seen, rest])
+    return seen.astype(np.int32)
+
+
+MISSING, OUTSIDE = -1, -2  # draft labels: no label (sequence ended) / not in the draft vocabulary
+
+
+def to_draft(labels_full: I32, vocab: I32, n_vocab: int) -> I32:
+    """Full-vocabulary labels -> draft-vocabulary indices, MISSING or OUTSIDE."""
+    table = np.full(n_vocab + 1, OUTSIDE, np.int32)
+    table[n_vocab] = MISSING  # where the full label is -1
+    table[vocab] = np.arange(len(vocab), dtype=np.int32)
+    return table[np.where(labels_full >= 0, labels_full, n_vocab)]
+
+
+def head_loss_grad(h: F32, w: F32, b: F32, out: F32, y: I32) -> tuple[float, int, F32, F32]:
+    """One head on a minibatch: (summed CE over valid rows, valid rows, dW, db) of the summed
+    loss. h [B, d], w [d, d], b [d], out [V', d], y [B] draft ids (-1: left out)."""
+    pre = h @ w.T + b
+    z = h + silu(pre)
+    logits = z @ out.T
+    valid = y >= 0
+    n = int(valid.sum())
+    if n == 0:
+        return 0.0, 0, np.zeros_like(w), np.zeros_like(b)
+    m = logits.max(axis=1, keepdims=True)
+    e = np.exp(logits - m)
+    s = e.sum(axis=1, keepdims=True)
+    yv = np.where(valid, y, 0)
+    picked = np.take_along_axis(logits, yv[:, None], axis=1)[:, 0]
+    loss = float(((m[:, 0] + np.log(s[:, 0]) - picked) * valid).sum())
+    dl = e / s
+    dl[np.arange(len(y)), yv] -= 1.0
+    dl *= valid[:, None]
+    dz = dl @ out
+    sig = 1.0 / (1.0 + np.exp(-pre))
+    dpre = dz * (sig * (1.0 + pre * (1.0 - sig)))
+    return loss, n, (dpre.T @ h).astype(np.float32), dpre.sum(axis=0).astype(np.float32)
+
+
+def head_loss(h: F32, w: F32, b: F32, out: F32, y: I32) -> tuple[float, int, int]:
+    """(summed CE over valid rows, valid rows, top-1 hits) without gradients."""
+    z = h + silu(h @ w.T + b)
+    logits = z @ out.T
+    valid = y >= 0
+    m = logits.max(axis=1, keepdims=True)
+    lse = m[:, 0] + np.log(np.exp(logits - m).sum(axis=1))
+    yv = np.where(valid, y, 0)
+    ce = lse - np.take_along_axis(logits, yv[:, None], axis=1)[:, 0]
+    hits = int(((logits.argmax(axis=1) == y) & valid).sum())
+    return float((ce * valid).sum()), int(valid.sum()), hits
+
+
+def _adam(p: F32, g: F32, m: F32, v: F32, t: int, lr: float, decay: float) -> None:
+    """One in-place Adam(W) update of parameter p with gradient g (t is 1-based)."""
+    beta1, beta2, eps = 0.9, 0.999, 1e-8
+    m *= beta1
+    m += (1 - beta1) * g
+    v *= beta2
+    v += (1 - beta2) * g * g
+    mhat = m / (1 - beta1 ** t)
+    vhat = v / (1 - beta2 ** t)
+    if decay:
+        p *= 1 - lr * decay
+    p -= lr * mhat / (np.sqrt(vhat) + eps)
+
+
+def lr_at(cfg: TrainConfig, step: int, planned: int) -> float:
+    """Cosine decay from lr to lr * lr_floor over `planned` steps (then flat)."""
+    frac = min(step / max(planned, 1), 1.0)
+    return cfg.lr * (cfg.lr_floor + (1 - cfg.lr_floor) * 0.5 * (1 + np.cos(np.pi * frac)))
+
+
+def batch_rows(n_rows: int, batch: int, step: int, seed: int) -> npt.NDArray[np.int64]:
+    """Rows of minibatch `step`: consecutive slices of a permutation drawn per epoch."""
+    per_epoch = max(n_rows // batch, 1)
+    epoch, i = divmod(step, per_epoch)
+    perm = np.random.default_rng([seed, epoch]).permutation(n_rows)
+    return np.sort(perm[i * batch:(i + 1) * batch])
+
+
+def train_step(state: TrainState, cfg: TrainConfig, out: F32, h: F32, y: I32) -> float:
+    """One Adam step on a minibatch h [B, d] with draft labels y [B, K]; returns the weighted loss."""
+    state.step += 1
+    lr = lr_at(cfg, state.step - 1, state.planned)
+    total = 0.0
+    for k in range(cfg.n_heads):
+        weight = cfg.head_decay ** k
+        loss, n, dw, db = head_loss_grad(h, state.w[k], state.b[k], out, y[:, k])
+        if n == 0:
+            continue
+        scale = weight / n
+        total += weight * loss / n
+        _adam(state.w[k], dw * scale, state.mw[k], state.vw[k], state.step, lr, cfg.weight_decay)
+        _adam(state.b[k], db * scale, state.mb[k], state.vb[k], state.step, lr, 0.0)
+    return total
+
+
+def validation(w: F32, b: F32, out: F32, h: F32, y: I32, head_decay: float, chunk: int = 1024) -> tuple[float, F32]:
+    """(weighted mean CE over labels in the draft vocabulary, top-1 accuracy per head over
+    rows with a label) on held-out rows; labels OUTSIDE the draft vocabulary are misses."""
+    n_heads = w.shape[0]
+    loss = np.zeros(n_heads)
+    n_valid = np.zeros(n_heads)
+    hits = np.zeros(n_heads)
+    for lo in range(0, len(h), chunk):
+        hc = h[lo:lo + chunk].astype(np.float32)
+        for k in range(n_heads):
+            s, n, hit = head_loss(hc, w[k], b[k], out, y[lo:lo + chunk, k])
+            loss[k] += s
+            n_valid[k] += n
+            hits[k] += hit
+    mean = loss / np.maximum(n_valid, 1)
+    weighted = float(sum(head_decay ** k * mean[k] for k in range(n_heads)))
+    labelled = np.maximum((y != MISSING).sum(axis=0), 1)
+    return weighted, (hits / labelled).astype(np.float32)
+
+
+# ---- checkpoints --------------------------------------------------------------------------------
+
+
+def save_checkpoint(path: Path, state: TrainState, cfg: TrainConfig) -> None:
+    """Atomically write the whole training state (npz)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.npz")
+    best_w = state.best_w if state.best_w is not None else state.w
+    best_b = state.best_b if state.best_b is not None else state.b
+    info = {"step": state.step, "planned": state.planned, "seconds": state.seconds, "best_loss": state.best_loss,
+            "history": state.history, "config": asdict(cfg)}
+    np.savez(tmp, w=state.w, b=state.b, mw=state.mw, vw=state.vw, mb=state.mb, vb=state.vb, vocab=state.vocab,
+             best_w=best_w, best_b=best_b, info=np.array(json.dumps(info)))
+    os.replace(tmp, path)
+
+
+def load_checkpoint(path: Path, cfg: TrainConfig) -> TrainState:
+    """A checkpoint written by `save_checkpoint` for the same heads and vocabulary size."""
+    with np.load(path) as z:
+        info = json.loads(str(z["info"]))
+        state = TrainState(z["w"], z["b"], z["mw"], z["vw"], z["mb"], z["vb"], z["vocab"], info["step"],
+                           info["planned"], info["seconds"], info["best_loss"], z["best_w"], z["best_b"],
+                           [tuple(x) for x in info["history"]])
+    if state.w.shape[0] != cfg.n_heads or len(state.vocab) != cfg.draft_vocab:
+        raise ValueError(f"the checkpoint {path} is of {state.w.shape[0]} heads over {len(state.vocab)} draft tokens, "
+                         f"not {cfg.n_heads} over {cfg.draft_vocab}: rerun without --resume, or with its settings")
+    return state
+
+
+# ---- the loop -------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TrainData:
+    """Rows ready for training: hidden states (float16) and draft-vocabulary labels [N, K]."""
+
+    hidden: npt.NDArray[np.float16]
+    labels: I32
+
+
+@dataclass(frozen=True)
+class TrainProgress:
+    step: int
+    planned: int
+    seconds: float
+    budget_s: float | None
+    loss: float
+    val_loss: float | None
+    val_top1: float | None
+
+
+def train_heads(state: TrainState, cfg: TrainConfig, out: F32, train: TrainData, val: TrainData,
+                checkpoint: Path | None = None, on_step: Callable[[TrainProgress], None] | None = None) -> TrainState:
+    """Train until cfg.steps or the time budget is spent (resuming from `state.step`).
+    On KeyboardInterrupt the state is checkpointed before the interrupt goes on."""
+    cfg.validate()
+    budget = None if cfg.steps is not None else cfg.minutes * 60.0
+    last_ckpt = time.monotonic()
+    run_start, spent_before = time.monotonic(), state.seconds
+    try:
+        while cfg.steps is None or state.step < cfg.steps:
+            if budget is not None and state.seconds >= budget:
+                break
+            t0 = time.monotonic()
+            rows = batch_rows(len(train.labels), cfg.batch, state.step, cfg.seed)
+            loss = train_step(state, cfg, out, train.hidden[rows].astype(np.float32), train.labels[rows])
+            state.seconds = spent_before + time.monotonic() - run_start
+            if not state.planned:
+                state.planned = cfg.steps or _plan_steps(budget or 0.0, time.monotonic() - t0)
+            val_loss, top1 = _maybe_validate(state, cfg, out, val)
+            if on_step is not None:
+                on_step(TrainProgress(state.step, state.planned, state.seconds, budget, loss, val_loss, top1))
+            if checkpoint is not None and time.monotonic() - last_ckpt >= cfg.checkpoint_s:
+                save_checkpoint(checkpoint, state, cfg)
+                last_ckpt = time.monotonic()
+    except KeyboardInterrupt:
+        if checkpoint is not None:
+            save_checkpoint(checkpoint, state, cfg)
+        raise
+    if not state.history or state.history[-1][0] != state.step:
+        _validate_now(state, cfg, out, val)
+    if checkpoint is not None:
+        save_checkpoint(checkpoint, state, cfg)
+    return state
+
+
+def _plan_steps(budget_s: float, first_step_s: float) -> int:
+    """Steps of the lr schedule under a time budget, from the first step's time (which
+    includes warm-up, so the plan errs short: the schedule then stays at its floor)."""
+    return max(int(budget_s / max(first_step_s, 1e-3)), 1)
+
+
+def _maybe_validate(state: TrainState, cfg: TrainConfig, out: F32, val: TrainData) -> tuple[float | None, float | None]:
+    if state.step % cfg.validate_every:
+        return None, None
+    return _validate_now(state, cfg, out, val)
+
+
+def _validate_now(state: TrainState, cfg: TrainConfig, out: F32, val: TrainData) -> tuple[float, float]:
+    """Held-out loss and head-1 top-1; keeps the best weights seen."""
+    n = min(len(val.labels), cfg.validation_rows)
+    loss, acc = validation(state.w, state.b, out, val.hidden[:n], val.labels[:n], cfg.head_decay)
+    top1 = float(acc[0])
+    state.history.append((state.step, loss, top1))
+    if loss < state.best_loss:
+        state.best_loss = loss
+        state.best_w, state.best_b = state.w.copy(), state.b.copy()
+    return loss, top1
+
+
+def final_weights(state: TrainState, out: F32) -> HeadWeights:
+    """The heads with the lowest held-out loss seen (the last ones if never validated)."""
+    w = state.best_w if state.best_w is not None else state.w
+    b = state.best_b if state.best_b is not None else state.b
+    return HeadWeights(w.copy(), b.copy(), out, state.vocab)

@@ -1,0 +1,227 @@
+"""Medusa heads training: the numpy backward against finite differences, the split, the
+labels, resuming from a checkpoint, and training on the real target's own answers."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import pyaccel
+from pyaccel.methods.medusa import train as T
+from pyaccel.methods.medusa.collect import CollectConfig, Collector, open_model, prompt_tokens
+from pyaccel.methods.medusa.data import EVAL, TRAIN, DataStore, Dataset, default_prompts, file_prompts, held_out, \
+    interleave, labels, shipped_prompts, specbench_prompts
+from pyaccel.methods.medusa.evaluate import rank_accuracy
+from pyaccel.methods.medusa.format import model_sha256
+from pyaccel.methods.medusa.heads import HeadWeights
+from pyaccel.methods.medusa.outmatrix import output_rows
+
+from lossless import assert_greedy_equivalent
+
+
+def _loss(h: np.ndarray, w: np.ndarray, b: np.ndarray, out: np.ndarray, y: np.ndarray) -> float:
+    """Reference: the summed cross-entropy written directly from the definition (float64)."""
+    pre = h @ w.T + b
+    z = h + pre / (1 + np.exp(-pre))
+    logits = z @ out.T
+    total = 0.0
+    for row, label in zip(logits, y):
+        if label >= 0:
+            total += np.log(np.exp(row - row.max()).sum()) + row.max() - row[label]
+    return total
+
+
+def test_backward_matches_finite_differences() -> None:
+    rng = np.random.default_rng(0)
+    n, d, v = 7, 6, 11
+    h, w = rng.standard_normal((n, d)), rng.standard_normal((d, d)) * 0.5
+    b, out = rng.standard_normal(d) * 0.5, rng.standard_normal((v, d))
+    y = np.array([3, -1, 0, 10, -2, 5, 5])  # -1 / -2: left out of the loss
+    loss, count, dw, db = T.head_loss_grad(h, w, b, out, y)
+    assert count == 5 and loss == pytest.approx(_loss(h, w, b, out, y), rel=1e-9)
+    eps = 1e-6
+    for (i, j) in [(0, 0), (2, 5), (5, 1), (3, 3)]:
+        wp, wm = w.copy(), w.copy()
+        wp[i, j] += eps
+        wm[i, j] -= eps
+        fd = (_loss(h, wp, b, out, y) - _loss(h, wm, b, out, y)) / (2 * eps)
+        assert dw[i, j] == pytest.approx(fd, rel=1e-4, abs=1e-6)
+    for j in range(d):
+        bp, bm = b.copy(), b.copy()
+        bp[j] += eps
+        bm[j] -= eps
+        assert db[j] == pytest.approx((_loss(h, w, bp, out, y) - _loss(h, w, bm, out, y)) / (2 * eps), rel=1e-4, abs=1e-6)
+
+
+def test_features_and_top_against_a_direct_reference() -> None:
+    rng = np.random.default_rng(3)
+    k, d, v = 3, 8, 30
+    hw = HeadWeights(rng.standard_normal((k, d, d)).astype(np.float32), rng.standard_normal((k, d)).astype(np.float32),
+                     rng.standard_normal((v, d)).astype(np.float32), np.arange(100, 100 + v, dtype=np.int32))
+    h = rng.standard_normal(d).astype(np.float32)
+    for head in range(k):
+        pre = hw.w[head].astype(np.float64) @ h + hw.b[head]
+        logits = hw.out.astype(np.float64) @ (h + pre / (1 + np.exp(-pre)))
+        np.testing.assert_allclose(hw.logits(h[None])[head, 0], logits, rtol=1e-4, atol=1e-4)
+        ids, probs = hw.top(h, 4)
+        order = np.argsort(-logits)[:4]
+        assert list(ids[head]) == list(100 + order)
+        p = np.exp(logits - logits.max())
+        np.testing.assert_allclose(probs[head], (p / p.sum())[order], rtol=1e-4)
+
+
+def test_rank_accuracy_against_sorting() -> None:
+    rng = np.random.default_rng(1)
+    k, d, v, n = 2, 5, 12, 60
+    hw = HeadWeights(rng.standard_normal((k, d, d)).astype(np.float32), np.zeros((k, d), np.float32),
+                     rng.standard_normal((v, d)).astype(np.float32), np.arange(0, 2 * v, 2, dtype=np.int32))
+    h = rng.standard_normal((n, d)).astype(np.float32)
+    lab = rng.integers(0, 2 * v, (n, k)).astype(np.int32)  # odd ids lie outside the draft vocabulary
+    lab[:5, 1] = -1  # no label: left out
+    got = rank_accuracy(hw, h, lab, topk=4, chunk=16)
+    logits = hw.logits(h)
+    for head in range(k):
+        ranks = [list(hw.vocab[np.argsort(-logits[head, r])]).index(lab[r, head]) if lab[r, head] in hw.vocab else 99
+                 for r in range(n) if lab[r, head] >= 0]
+        want = [np.mean([x == i for x in ranks]) for i in range(4)]
+        np.testing.assert_allclose(got[head], want)
+
+
+def test_labels_look_ahead_within_a_sequence() -> None:
+    ds = Dataset(np.zeros((7, 2), np.float16), np.array([10, 11, 12, 13, 20, 21, 22], np.int32),
+                 np.array([0, 0, 0, 0, 1, 1, 1]), np.zeros(7, bool), np.zeros(7, np.int32), ("c",))
+    assert labels(ds, 2).tolist() == [[10, 11, 12], [11, 12, 13], [12, 13, -1], [13, -1, -1],
+                                      [20, 21, 22], [21, 22, -1], [22, -1, -1]]
+
+
+def test_vocabulary_and_draft_labels() -> None:
+    lab = np.array([[5, 5, 3], [3, 5, -1], [9, 1, 1]], np.int32)  # counts: 5x3, 3x2, 1x2, 9x1
+    vocab = T.choose_vocab(lab, 3, 20)
+    assert vocab.tolist() == [5, 1, 3]
+    assert T.choose_vocab(lab, 6, 20).tolist() == [5, 1, 3, 9, 0, 2]  # then the lowest unused ids
+    assert T.to_draft(lab, vocab, 20).tolist() == [[0, 0, 2], [2, 0, T.MISSING], [T.OUTSIDE, 1, 1]]
+
+
+def test_split_never_overlaps(tmp_path: Path) -> None:
+    qs = tmp_path / "q.jsonl"
+    rows = [{"question_id": i, "category": "ab"[i % 2], "turns": [f"question {i}"]} for i in range(40)]
+    qs.write_text("\n".join(json.dumps(r) for r in rows))
+    prompts = specbench_prompts(qs) + shipped_prompts()
+    assert len({p.id for p in prompts}) == len(prompts)
+    for cat in {p.category for p in prompts}:
+        mine = [p for p in prompts if p.category == cat]
+        assert [p.held_out for p in mine] == [held_out(i) for i in range(len(mine))]
+        assert sum(p.held_out for p in mine) == len(mine) // 5
+    assert {p.text for p in prompts if p.held_out}.isdisjoint({p.text for p in prompts if not p.held_out})
+    # The order a run uses does not move a prompt across the split.
+    again = interleave(specbench_prompts(qs))
+    assert {p.id for p in again if p.held_out} == {p.id for p in prompts if p.held_out and p.id.startswith("specbench/")}
+    text = tmp_path / "mine.txt"
+    text.write_text("one\n\ntwo\n\nthree\n\nfour\n\nfive\n\nsix")
+    assert [p.held_out for p in file_prompts(text)] == [False] * 4 + [True, False]
+
+
+def test_missing_questions_say_what_to_pass(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(FileNotFoundError, match="--questions"):
+        default_prompts(tmp_path / "nope.jsonl")
+
+
+def _toy(seed: int, n: int = 300, d: int = 12, v: int = 20) -> tuple[np.ndarray, T.TrainData, T.TrainData]:
+    rng = np.random.default_rng(seed)
+    out = rng.standard_normal((v, d)).astype(np.float32)
+    h = rng.standard_normal((n, d)).astype(np.float32)
+    y = (np.argmax(h @ rng.standard_normal((d, v)), axis=1)[:, None] + np.arange(3)) % v  # learnable labels
+    return out, T.TrainData(h[:240].astype(np.float16), y[:240].astype(np.int32)), \
+        T.TrainData(h[240:].astype(np.float16), y[240:].astype(np.int32))
+
+
+def test_interrupted_training_resumes_to_the_same_weights(tmp_path: Path) -> None:
+    out, tr, va = _toy(0)
+    cfg = T.TrainConfig(n_heads=3, draft_vocab=20, steps=24, batch=32, lr=3e-2, validate_every=8, checkpoint_s=1e9)
+    whole = T.train_heads(T.TrainState.fresh(3, 12, np.arange(20, dtype=np.int32)), cfg, out, tr, va)
+
+    def stop_at_ten(p: T.TrainProgress) -> None:
+        if p.step == 10:
+            raise KeyboardInterrupt
+
+    ckpt = tmp_path / "c.npz"
+    with pytest.raises(KeyboardInterrupt):
+        T.train_heads(T.TrainState.fresh(3, 12, np.arange(20, dtype=np.int32)), cfg, out, tr, va, ckpt, stop_at_ten)
+    saved = T.load_checkpoint(ckpt, cfg)
+    assert saved.step == 10
+    resumed = T.train_heads(saved, cfg, out, tr, va, ckpt)
+    assert resumed.step == 24
+    np.testing.assert_allclose(resumed.w, whole.w, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(resumed.best_w, whole.best_w, rtol=1e-5, atol=1e-6)
+    assert [s for s, _, _ in resumed.history] == [s for s, _, _ in whole.history]
+    with pytest.raises(ValueError, match="--resume"):
+        T.load_checkpoint(ckpt, T.TrainConfig(n_heads=2, draft_vocab=20))
+
+
+def test_training_lowers_the_toy_loss() -> None:
+    out, tr, va = _toy(1)
+    cfg = T.TrainConfig(n_heads=3, draft_vocab=20, steps=60, batch=32, lr=3e-2, validate_every=1000)
+    state = T.TrainState.fresh(3, 12, np.arange(20, dtype=np.int32))
+    before, _ = T.validation(state.w, state.b, out, va.hidden, va.labels, cfg.head_decay)
+    state = T.train_heads(state, cfg, out, tr, va)
+    after, acc = T.validation(state.w, state.b, out, va.hidden, va.labels, cfg.head_decay)
+    assert after < 0.7 * before and acc[0] > 3 / 20  # chance: 1 / 20
+
+
+GEMMA_PROMPTS = [
+    "List the planets of the solar system in order.", "Write a Python function that adds two numbers.",
+    "Explain what a hash table is.", "Count from one to twenty in words.", "Name five colours of the rainbow.",
+    "Describe the water cycle.", "Write a haiku about autumn.", "What is the capital of Japan?",
+    "Give three tips for learning to code.", "Explain photosynthesis in simple terms.",
+]
+
+
+def test_collection_matches_plain_greedy(gemma_path: Path, tmp_path: Path) -> None:
+    """The collected answer is the target's own greedy answer (near-tie rule), and its rows
+    are laid out as the labels expect."""
+    data = tmp_path / "p.txt"
+    data.write_text("\n\n".join(GEMMA_PROMPTS[:2]))
+    cfg = CollectConfig(slots=2, max_new_tokens=24, max_prompt_tokens=256, n_ctx=1024, prompt_rows=4)
+    with open_model(str(gemma_path), cfg, n_threads=1, progress=False) as model:
+        store = DataStore(tmp_path / "store", model_sha256(model), model.backend.n_embd)
+        prompts = file_prompts(data)
+        Collector(model, store, TRAIN, cfg).run(prompts, deadline=float("inf"))
+        ds = store.load(TRAIN)
+        plain = pyaccel.Generator(model, "plain")
+        for s, p in enumerate(prompts):
+            rows = ds.seq == s
+            assert ds.prompt[rows].sum() == 3  # prompt_rows - 1 prompt rows, then the answer rows
+            answer = ds.next[rows][3:].tolist()
+            tokens = prompt_tokens(model, p.text)
+            want = plain.generate(tokens, max_tokens=24).tokens
+            assert_greedy_equivalent(model, tokens, want, answer[:len(want)])
+    assert store.done(TRAIN) == {p.id for p in prompts}
+
+
+def test_training_lowers_held_out_loss_on_gemma(gemma_path: Path, tmp_path: Path) -> None:
+    """A small slice: 8 training answers, 2 held-out answers; 40 steps lower the held-out loss."""
+    cfg = CollectConfig(slots=5, max_new_tokens=48, n_ctx=2048, prompt_rows=1)
+    data = tmp_path / "p.txt"
+    data.write_text("\n\n".join(GEMMA_PROMPTS))
+    prompts = file_prompts(data)
+    with open_model(str(gemma_path), cfg, n_threads=2, progress=False) as model:
+        store = DataStore(tmp_path / "store", model_sha256(model), model.backend.n_embd)
+        for split in (TRAIN, EVAL):
+            Collector(model, store, split, cfg).run([p for p in prompts if p.held_out == (split == EVAL)],
+                                                    deadline=float("inf"))
+        n_vocab = model.n_vocab
+    train_ds, val_ds = store.load(TRAIN), store.load(EVAL)
+    tc = T.TrainConfig(n_heads=2, draft_vocab=1024, steps=40, batch=64, lr=2e-3, validate_every=1000)
+    lab_train, lab_val = labels(train_ds, 2)[:, 1:], labels(val_ds, 2)[:, 1:]
+    state = T.TrainState.fresh(2, train_ds.hidden.shape[1], T.choose_vocab(lab_train, tc.draft_vocab, n_vocab))
+    out = output_rows(gemma_path, state.vocab)
+    tr = T.TrainData(train_ds.hidden, T.to_draft(lab_train, state.vocab, n_vocab))
+    va = T.TrainData(val_ds.hidden, T.to_draft(lab_val, state.vocab, n_vocab))
+    before, _ = T.validation(state.w, state.b, out, va.hidden, va.labels, tc.head_decay)
+    state = T.train_heads(state, tc, out, tr, va)
+    after, _ = T.validation(state.w, state.b, out, va.hidden, va.labels, tc.head_decay)
+    assert after < before - 0.5, (before, after)
