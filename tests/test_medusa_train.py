@@ -10,12 +10,13 @@ import numpy as np
 import pytest
 
 import pyaccel
+from pyaccel.cli.main import main
 from pyaccel.methods.medusa import train as T
 from pyaccel.methods.medusa.collect import CollectConfig, Collector, open_model, prompt_tokens
 from pyaccel.methods.medusa.data import EVAL, TRAIN, DataStore, Dataset, default_prompts, file_prompts, held_out, \
     interleave, labels, shipped_prompts, specbench_prompts
 from pyaccel.methods.medusa.evaluate import rank_accuracy
-from pyaccel.methods.medusa.format import model_sha256
+from pyaccel.methods.medusa.format import load_heads, model_sha256
 from pyaccel.methods.medusa.heads import HeadWeights
 from pyaccel.methods.medusa.outmatrix import output_rows
 
@@ -225,3 +226,28 @@ def test_training_lowers_held_out_loss_on_gemma(gemma_path: Path, tmp_path: Path
     state = T.train_heads(state, tc, out, tr, va)
     after, _ = T.validation(state.w, state.b, out, va.hidden, va.labels, tc.head_decay)
     assert after < before - 0.5, (before, after)
+
+
+def test_cli_train_resume_info_and_eval(gemma_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                        capsys: pytest.CaptureFixture[str]) -> None:
+    """The commands end to end on a tiny budget: train writes a heads file with held-out
+    accuracy, --resume continues the training where it stopped, eval measures the heads
+    and the tau of Medusa decoding with them."""
+    monkeypatch.setenv("PYACCEL_HOME", str(tmp_path / "home"))
+    data = tmp_path / "p.txt"
+    data.write_text("\n\n".join(GEMMA_PROMPTS))
+    out = tmp_path / "h.gguf"
+    args = ["medusa", "train", "-m", str(gemma_path), "--data", str(data), "-o", str(out), "--heads", "2",
+            "--draft-vocab", "256", "--eval-minutes", "0.2", "--collect-minutes", "0.3", "--batch", "32",
+            "--slots", "4", "--max-new-tokens", "16", "--threads", "2"]
+    assert main(args + ["--steps", "4"]) == 0
+    assert "4 steps" in capsys.readouterr().out
+    heads = load_heads(out)
+    assert heads.n_heads == 2 and heads.weights.draft_vocab == 256 and len(heads.meta.rank_accuracy) == 2
+    assert heads.meta.train_tokens > 0 and heads.meta.target_name == gemma_path.name
+    assert main(args + ["--steps", "6", "--resume"]) == 0
+    assert "6 steps" in capsys.readouterr().out
+    assert main(["medusa", "eval", "-m", str(gemma_path), "--heads", str(out), "--data", str(data),
+                 "--tau-prompts", "1", "--max-tokens", "12", "--threads", "2"]) == 0
+    text = capsys.readouterr().out
+    assert "held-out answer positions" in text and "one target token" in text and "tau median" in text

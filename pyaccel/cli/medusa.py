@@ -120,7 +120,7 @@ def _eval(args: argparse.Namespace) -> int:
         if store.rows(EVAL) == 0:
             collect_split(model, store, held_out, EVAL, args.collect_minutes, collect_cfg)
         report = evaluate.head_report(heads.weights, store.load(EVAL))
-        _print_heads(report, heads.weights, evaluate.head_cost_ms(heads.weights))
+        _print_heads(report, heads.weights, evaluate.head_cost_ms(heads.weights), evaluate.target_token_ms(model))
     finally:
         model.close()
     if args.tau_prompts > 0:
@@ -128,7 +128,7 @@ def _eval(args: argparse.Namespace) -> int:
     return 0
 
 
-def _print_heads(report: HeadReport, weights: HeadWeights, cost_ms: float) -> None:
+def _print_heads(report: HeadReport, weights: HeadWeights, cost_ms: float, token_ms: float) -> None:
     print(f"held-out answer positions: {report.rows:,}")
     for k in range(weights.n_heads):
         print(f"head {k + 1}: top-1 {report.top1[k]:.3f}  top-5 {report.top5[k]:.3f}")
@@ -136,7 +136,7 @@ def _print_heads(report: HeadReport, weights: HeadWeights, cost_ms: float) -> No
         heads = "  ".join(f"{a:.2f}/{b:.2f}" for a, b in zip(top1, top5))
         print(f"  {cat:<16} {rows:>6} rows  top-1/top-5 per head: {heads}")
     print(f"head cost per decode step: {cost_ms:.2f} ms ({weights.n_heads} heads, draft vocabulary "
-          f"{weights.draft_vocab}, top-10 each)")
+          f"{weights.draft_vocab}, top-10 each); one target token: {token_ms:.1f} ms")
 
 
 def _print_tau(args: argparse.Namespace, path: Path, held_out: list[TrainPrompt]) -> int:

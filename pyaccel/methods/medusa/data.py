@@ -285,5 +285,6 @@ class DataStore:
                 parts["prompt"].append(z["prompt"])
                 parts["category"].append(seq_cat[seq])
                 base += len(z["ids"])
-        return Dataset(*(np.concatenate(parts[k]) for k in ("hidden", "next", "seq", "prompt", "category")),
-                       categories=tuple(cats))
+        hidden, nxt, seq, prompt, category = (np.concatenate(parts[k])
+                                              for k in ("hidden", "next", "seq", "prompt", "category"))
+        return Dataset(hidden, nxt, seq, prompt, category, tuple(cats))

@@ -85,6 +85,24 @@ def head_cost_ms(weights: HeadWeights, k: int = 10, repeats: int = 30) -> float:
     return float(np.median(times) * 1e3)
 
 
+def target_token_ms(model: "Model", context: int = 64, repeats: int = 8) -> float:
+    """Median wall time (ms) of one plain decode of a single token after `context` tokens:
+    what the heads' cost per step is weighed against."""
+    backend = model.backend
+    times = []
+    with model.turn():
+        model.cache.truncate(0)
+        with backend.hidden_states_off():
+            backend.decode(np.full(context, 100, np.int32), np.arange(context))
+            for i in range(repeats + 1):
+                t0 = time.perf_counter()
+                backend.decode([100], [context + i])
+                backend.logits_rows()
+                times.append(time.perf_counter() - t0)
+        model.cache.truncate(0)
+    return float(np.median(times[1:]) * 1e3)
+
+
 @dataclass(frozen=True)
 class TauResult:
     category: str

@@ -20,7 +20,7 @@ import json
 import os
 import re
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
@@ -29,6 +29,8 @@ from ... import registry
 from .heads import F32, HeadsMeta, HeadWeights, MedusaHeads
 
 if TYPE_CHECKING:
+    from gguf import GGUFReader
+
     from ...model import Model
 
 ARCH = "pyaccel-medusa"
@@ -90,8 +92,8 @@ def save_heads(path: str | os.PathLike[str], heads: MedusaHeads, *, weight_type:
     return path
 
 
-def _field(reader: "object", name: str, path: Path) -> object:
-    field = reader.get_field(_key(name))  # type: ignore[attr-defined]
+def _field(reader: "GGUFReader", name: str, path: Path) -> Any:
+    field = reader.get_field(_key(name))
     if field is None:
         raise ValueError(f"{path} lacks the metadata key {_key(name)}: it is not a complete pyaccel Medusa "
                          "heads file; train it again with `pyaccel medusa train`")
@@ -115,15 +117,15 @@ def _existing(path: str | os.PathLike[str]) -> Path:
     return path
 
 
-def _meta_of(reader: "object", path: Path) -> tuple[HeadsMeta, int, int]:
-    arch = reader.get_field("general.architecture")  # type: ignore[attr-defined]
+def _meta_of(reader: "GGUFReader", path: Path) -> tuple[HeadsMeta, int, int]:
+    arch = reader.get_field("general.architecture")
     if arch is None or arch.contents() != ARCH:
         found = None if arch is None else arch.contents()
         raise ValueError(f"{path} is not a Medusa heads file (general.architecture is {found!r}, not {ARCH!r}): "
                          "pass the file `pyaccel medusa train` wrote")
-    n_heads = int(_field(reader, "n_heads", path))  # type: ignore[arg-type]
-    topk = int(_field(reader, "rank_topk", path))  # type: ignore[arg-type]
-    flat = [float(x) for x in _field(reader, "rank_accuracy", path)] if topk else []  # type: ignore[union-attr]
+    n_heads = int(_field(reader, "n_heads", path))
+    topk = int(_field(reader, "rank_topk", path))
+    flat = [float(x) for x in _field(reader, "rank_accuracy", path)] if topk else []
     if len(flat) != n_heads * topk:
         raise ValueError(f"{path}: rank_accuracy holds {len(flat)} values, expected {n_heads} heads x {topk}")
     rank = tuple(tuple(flat[k * topk:(k + 1) * topk]) for k in range(n_heads)) if topk else ()
@@ -131,12 +133,12 @@ def _meta_of(reader: "object", path: Path) -> tuple[HeadsMeta, int, int]:
         target_name=str(_field(reader, "target.name", path)),
         target_sha256=str(_field(reader, "target.sha256", path)),
         architecture=str(_field(reader, "target.architecture", path)),
-        n_embd=int(_field(reader, "n_embd", path)),  # type: ignore[arg-type]
-        n_vocab=int(_field(reader, "n_vocab", path)),  # type: ignore[arg-type]
+        n_embd=int(_field(reader, "n_embd", path)),
+        n_vocab=int(_field(reader, "n_vocab", path)),
         rank_accuracy=rank,
-        train_tokens=int(_field(reader, "train_tokens", path)),  # type: ignore[arg-type]
+        train_tokens=int(_field(reader, "train_tokens", path)),
     )
-    return meta, n_heads, int(_field(reader, "draft_vocab", path))  # type: ignore[arg-type]
+    return meta, n_heads, int(_field(reader, "draft_vocab", path))
 
 
 def load_heads(path: str | os.PathLike[str]) -> MedusaHeads:

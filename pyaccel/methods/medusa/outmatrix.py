@@ -78,9 +78,8 @@ class _Cursor:
 
 def tensor_infos(path: str | os.PathLike[str]) -> dict[str, TensorInfo]:
     """Every tensor of a GGUF file, by name, with the absolute offset of its data."""
-    with open(path, "rb") as f:
-        mm = np.memmap(f, dtype=np.uint8, mode="r")
-    cur = _Cursor(memoryview(mm))
+    mm = np.memmap(path, dtype=np.uint8, mode="r")
+    cur = _Cursor(memoryview(mm.data))
     if bytes(cur.buf[:4]) != _MAGIC:
         raise ValueError(f"{path} is not a GGUF file")
     cur.pos = 4

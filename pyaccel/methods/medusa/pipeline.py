@@ -92,9 +92,10 @@ def collect_split(model: "Model", store: DataStore, prompts: Sequence[TrainPromp
 
 def training_rows(ds: Dataset, n_heads: int, use_prompt_rows: bool) -> tuple[Dataset, np.ndarray, Dataset, np.ndarray]:
     """(train rows, their labels, validation rows, their labels) in full ids [N, K]; every
-    VALIDATION_EVERY-th sequence is validation (answer rows only)."""
+    VALIDATION_EVERY-th sequence is validation (answer rows only), at least the last one."""
     lab = labels(ds, n_heads)[:, 1:]
-    is_val = ds.seq % VALIDATION_EVERY == VALIDATION_EVERY - 1
+    n_seqs = int(ds.seq.max(initial=-1)) + 1
+    is_val = ds.seq % VALIDATION_EVERY == VALIDATION_EVERY - 1 if n_seqs >= VALIDATION_EVERY else ds.seq == n_seqs - 1
     train_rows = ~is_val & (use_prompt_rows | ~ds.prompt)
     val_rows = is_val & ~ds.prompt
     return ds.select(train_rows), lab[train_rows], ds.select(val_rows), lab[val_rows]

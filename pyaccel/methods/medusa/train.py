@@ -193,7 +193,7 @@ def train_step(state: TrainState, cfg: TrainConfig, out: F32, h: F32, y: I32) ->
     return total
 
 
-def validation(w: F32, b: F32, out: F32, h: F32, y: I32, head_decay: float, chunk: int = 1024) -> tuple[float, F32]:
+def validation(w: F32, b: F32, out: F32, h: npt.NDArray[np.floating], y: I32, head_decay: float, chunk: int = 1024) -> tuple[float, F32]:
     """(weighted mean CE over labels in the draft vocabulary, top-1 accuracy per head over
     rows with a label) on held-out rows; labels OUTSIDE the draft vocabulary are misses."""
     n_heads = w.shape[0]
