@@ -7,6 +7,8 @@ rerun skips what is there.
 
     python benchmarks/medusa_tau.py --heads HEADS.gguf --out bench-results/medusa-tau.jsonl --threads 1
     python benchmarks/medusa_tau.py --out bench-results/medusa-tau.jsonl --report
+
+Parts run side by side (`--part 1/2`, `--part 2/2`, one --out each); cat their files for --report.
 """
 
 from __future__ import annotations
@@ -61,13 +63,16 @@ def main() -> int:
     ap.add_argument("--questions", default=None)
     ap.add_argument("--max-tokens", type=int, default=96)
     ap.add_argument("--threads", type=int, default=None, help="tau does not depend on it; 1 suits a busy machine")
+    ap.add_argument("--part", default="1/1", metavar="I/N",
+                    help="run the I-th of N interleaved parts of the prompts (parallel runs, one --out each)")
     ap.add_argument("--out", required=True, type=Path)
     ap.add_argument("--report", action="store_true", help="print the table of --out and exit")
     args = ap.parse_args()
     if args.report:
         report(args.out)
         return 0
-    prompts = held_out_prompts(args.prompts, args.questions)
+    part, parts = (int(x) for x in args.part.split("/"))
+    prompts = held_out_prompts(args.prompts, args.questions)[part - 1::parts]
     done = set()
     if args.out.is_file():
         done = {(r["tree"], r["id"]) for r in map(json.loads, args.out.read_text().splitlines()) if r}
