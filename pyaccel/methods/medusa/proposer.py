@@ -12,7 +12,8 @@ Running the heads costs time before anything is verified, so with the cost model
 this device, heads included:
 
     gain = E[tokens] - t[m + 1]      (relative to one target token; plain decoding: 0)
-    run the heads when gain > c      c = the heads' measured time over one target token
+    run the heads when gain > c      c = the heads' time over one target token's, both
+                                     timed on recent steps (the load of a machine changes)
 
 (static: the best plan on the calibrated static tree, known before running the heads;
 dynamic: a decayed mean of the gains its recent trees planned). Once run, their cost is
@@ -139,6 +140,7 @@ class Medusa(Proposer):
         self._heads_cost = heads_cost
         self.heads: MedusaHeads | None = None
         self._h: npt.NDArray[np.float32] | None = None
+        self._proposed_at: float | None = None
         self._counts: dict[str, float] = {}
 
     # ---- set-up ---------------------------------------------------------------------------
@@ -252,6 +254,7 @@ class Medusa(Proposer):
     def begin(self, prompt: list[int], sampling: SamplingConfig) -> None:
         # The loop calls begin right after the prefill: the last row is the prompt's last token.
         self._h = np.array(self._backend.embeddings_rows()[-1], dtype=np.float32)
+        self._proposed_at = None
         self._idle = 0
         self._shadows.clear()
 
@@ -265,6 +268,11 @@ class Medusa(Proposer):
         return shape, shape.tokens(ids)
 
     def propose(self, tokens: list[int], budget: int) -> Draft:
+        draft = self._draft(tokens, budget)
+        self._proposed_at = time.perf_counter()
+        return draft
+
+    def _draft(self, tokens: list[int], budget: int) -> Draft:
         self._counts["steps"] += 1
         self._shadows.settle(tokens)
         depth, limit = len(tokens), min(budget, self.max_nodes)
@@ -285,6 +293,18 @@ class Medusa(Proposer):
         self._counts["heads_s"] = self._counts.get("heads_s", 0.0) + seconds
         d = self.tuning.heads_time_decay
         self._heads_s = d * self._heads_s + (1.0 - d) * seconds
+
+    def _note_pass_time(self, outcome: StepOutcome) -> None:
+        """Learn one target token's time now from the pass just verified (scaled by the
+        curve to one token), so the heads' cost is the ratio of two recent timings on a
+        machine whose load changes."""
+        if self._proposed_at is None or self._costs is None or self._heads_cost is not None:
+            return
+        curve = self._costs.curve(outcome.n_past)
+        seconds = (time.perf_counter() - self._proposed_at) * curve.cost_at(1) / curve.cost_at(1 + len(outcome.draft))
+        d = self.tuning.heads_time_decay
+        self._token_s = d * self._token_s + (1.0 - d) * seconds
+        self._proposed_at = None
 
     def _choose(self, shape: TreeShape, toks: npt.NDArray[np.int32], depth: int, limit: int) -> Draft:
         """The nodes verified: the tree's first `limit` (cost model off), or the subset with
@@ -309,11 +329,13 @@ class Medusa(Proposer):
         if hidden is None:
             raise ValueError("the step carried no hidden states: create the Model with embeddings=True")
         self._h = np.array(hidden, dtype=np.float32)
+        self._note_pass_time(outcome)
         self._counts["drafted"] += len(outcome.draft)
         self._counts["accepted"] += len(outcome.accepted)
 
     def end(self) -> None:
         self._h = None
+        self._proposed_at = None
         self._shadows.clear()
 
     def _counters(self) -> dict[str, Any]:
