@@ -35,6 +35,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     train.add_argument("--draft-vocab", type=int, default=_TRAIN.draft_vocab,
                        help="tokens the heads can propose (the most frequent in the answers)")
     train.add_argument("--resume", action="store_true", help="continue an interrupted run (collection and training)")
+    train.add_argument("--keep-data", action="store_true",
+                       help="keep the answers collected by an earlier run (topping them up to the time budgets) "
+                            "but train afresh, e.g. with other --heads or --draft-vocab")
     train.add_argument("--collect-minutes", type=float, default=_RUN.collect_minutes,
                        help="time for answering training prompts")
     train.add_argument("--eval-minutes", type=float, default=_RUN.eval_minutes,
@@ -79,7 +82,7 @@ def _train(args: argparse.Namespace) -> int:
         train=TrainConfig(n_heads=args.heads, draft_vocab=args.draft_vocab, lr=args.lr, batch=args.batch,
                           prompt_rows=not args.no_prompt_rows, minutes=args.train_minutes, steps=args.steps),
         collect_minutes=args.collect_minutes, eval_minutes=args.eval_minutes, threads=args.threads,
-        resume=args.resume)
+        resume=args.resume, keep_data=args.keep_data)
     t0 = time.monotonic()
     report = train_command(args.model, cfg, args.output, args.questions, args.data)
     print(describe(report))

@@ -51,7 +51,8 @@ class RunConfig:
     collect_minutes: float = 16.0  # answers to training prompts
     eval_minutes: float = 2.0  # answers to held-out prompts (accuracy reported in the file)
     threads: int | None = None
-    resume: bool = False
+    resume: bool = False  # continue collection and training where an interrupted run stopped
+    keep_data: bool = False  # continue collection, but train afresh (other --heads, --draft-vocab, ...)
 
 
 @dataclass
@@ -134,7 +135,7 @@ def run_training(model: "Model", store: DataStore, cfg: RunConfig, output: Path,
     t0 = time.monotonic()
     state = train_heads(state, tc, out, train, val, checkpoint, show)
     report.train_s, report.steps, report.history = time.monotonic() - t0, state.step, list(state.history)
-    status.close(f"{state.step} steps, best held-out loss {state.best_loss:.3f}")
+    status.close(f"{state.step} steps, best validation score {state.best_score:.3f}")
     weights = final_weights(state, out)
     eval_hidden, eval_lab, _ = answer_rows(store.load(EVAL), tc.n_heads)
     rank = rank_accuracy(weights, eval_hidden, eval_lab, RANK_TOPK)
@@ -156,8 +157,9 @@ def train_command(model_name: str, cfg: RunConfig, output: Path | None, question
         checkpoint = output.with_name(output.name + ".ckpt.npz")
         store = DataStore(data_dir(model), model_sha256(model), model.backend.n_embd)
         if not cfg.resume:
-            store.clear()
             checkpoint.unlink(missing_ok=True)
+            if not cfg.keep_data:
+                store.clear()
         prompts = interleave(default_prompts(questions, data))
         report = RunReport(output)
         for split, minutes in ((EVAL, cfg.eval_minutes), (TRAIN, cfg.collect_minutes)):
