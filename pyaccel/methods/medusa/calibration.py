@@ -56,9 +56,9 @@ class DepthCalibration:
         scale = self.scale()
         d = np.minimum(shape.head, len(scale) - 1)
         p = np.minimum(shape.score * scale[d], 1.0)
-        for i, par in enumerate(shape.parents):
-            if par >= 0 and p[i] > p[par]:
-                p[i] = p[par]
+        for depth in range(1, int(shape.head.max(initial=0)) + 1):  # parents are capped before children
+            at = np.flatnonzero(shape.head == depth)
+            p[at] = np.minimum(p[at], p[shape.parents[at]])
         return p
 
 
