@@ -42,7 +42,7 @@ class Model:
         if n_ctx < 16:
             raise ValueError(f"n_ctx must be at least 16 tokens, got {n_ctx}")
         self.path: Path = registry.resolve_model(path_or_name, progress=progress)
-        self.name: str = os.fspath(path_or_name) if not registry.is_local_path(path_or_name) else self.path.name
+        self.name: str = registry.model_name(path_or_name, self.path)
         config = ContextConfig(n_ctx=n_ctx, n_threads=n_threads, n_gpu_layers=n_gpu_layers,
                                n_seq_max=n_seq_max, n_batch=n_batch, embeddings=embeddings,
                                flash_attn=flash_attn, verbose=verbose)
@@ -81,11 +81,7 @@ class Model:
     @property
     def registry_spec(self) -> registry.ModelSpec | None:
         """The registry entry of this model, by name or, opened by path, by file name and size."""
-        models = registry.load_registry().models
-        if self.name in models:
-            return models[self.name]
-        size = self.path.stat().st_size
-        return next((s for s in models.values() if s.file == self.path.name and s.size == size), None)
+        return registry.spec_for(self.name, self.path)
 
     @property
     def n_vocab(self) -> int:

@@ -101,6 +101,22 @@ def is_local_path(name_or_path: str | os.PathLike[str]) -> bool:
     return text.endswith(".gguf") or os.sep in text or "/" in text or os.path.exists(text)
 
 
+def model_name(name_or_path: str | os.PathLike[str], path: Path) -> str:
+    """What a Model opened as `name_or_path` (resolved to `path`) is called: the registry
+    name it was opened by, else its file name."""
+    return os.fspath(name_or_path) if not is_local_path(name_or_path) else path.name
+
+
+def spec_for(name: str, path: Path) -> ModelSpec | None:
+    """The registry entry of a model called `name` at `path`: by name or, opened by path,
+    by file name and size."""
+    models = load_registry().models
+    if name in models:
+        return models[name]
+    size = path.stat().st_size
+    return next((s for s in models.values() if s.file == path.name and s.size == size), None)
+
+
 def resolve_model(name_or_path: str | os.PathLike[str], *, pull_missing: bool = True,
                   progress: bool = True) -> Path:
     """Map a registry name or a local path to an existing GGUF file, pulling it if needed."""

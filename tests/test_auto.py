@@ -183,6 +183,22 @@ def test_a_merged_draft_chain_is_scored_on_what_the_step_decided() -> None:
     assert len(wrong.draft) == 2 and wrong.accepted == [] and wrong.next_token == 5
 
 
+def test_proposers_see_the_real_tips_hidden_state() -> None:
+    """The committed chain each proposer observes carries the pass's rows of the root and
+    the kept nodes, so Medusa heads under auto read the same tip as under method medusa."""
+    from pyaccel.methods.auto.proposer import _as_chain
+
+    hidden = np.arange(5 * 2, dtype=np.float32).reshape(5, 2)  # root + 4 tree nodes
+    tree = Draft(np.array([7, 8, 9, 10], np.int32), np.array([-1, 0, 0, 2], np.int32))
+    step = StepOutcome(tree, [0, 2, 3], 11, 3, np.zeros((5, 4), np.float32), hidden)
+    chain = _as_chain(step, [7, 9, 10, 11])
+    assert chain.accepted_tokens == [7, 9, 10] and chain.next_token == 11
+    np.testing.assert_array_equal(chain.tip_hidden, step.tip_hidden)
+    np.testing.assert_array_equal(chain.hidden, hidden[[0, 1, 3, 4]])
+    none_kept = _as_chain(StepOutcome(tree, [], 12, 3, np.zeros((5, 4), np.float32), hidden), [12])
+    np.testing.assert_array_equal(none_kept.tip_hidden, hidden[0])
+
+
 def test_the_draft_model_is_not_worth_loading_on_a_steep_curve() -> None:
     tuning = AutoTuning()
     floor = 491_400_064 / 1_117_320_768  # Qwen2.5-Coder 0.5B over 1.5B: the registry pair's bytes

@@ -39,10 +39,39 @@ def open_model(args: argparse.Namespace, **overrides: Any) -> "Model":
 
     kwargs: dict[str, Any] = dict(n_ctx=args.n_ctx, n_threads=args.threads, n_gpu_layers=args.n_gpu_layers,
                                   verbose=args.verbose)
-    if any(needs_hidden_states(spec) for spec in _methods_named(args)):
+    if _wants_hidden_states(args):
         kwargs["embeddings"] = True
     kwargs.update(overrides)
     return Model(args.model, **kwargs)
+
+
+def _wants_hidden_states(args: argparse.Namespace) -> bool:
+    """A method named reads hidden states: medusa, or auto where it has Medusa heads to use
+    (--heads, or heads `pyaccel medusa train` wrote for this model)."""
+    specs = [parse_spec(spec) for spec in _methods_named(args)]
+    if any(needs_hidden_states(spec) for spec in specs):
+        return True
+    autos = [spec for spec in specs if spec.name == "auto" and spec.options.get("medusa") is not False]
+    if not autos:
+        return False
+    if getattr(args, "heads", None) or any(isinstance(spec.options.get("medusa"), str) for spec in autos):
+        return True
+    return _heads_cached(args.model)
+
+
+def _heads_cached(model: str | None) -> bool:
+    """Are there heads `pyaccel medusa train` wrote for the model named on the command line?
+    (Never pulls the model: one not on this machine has none.)"""
+    from .. import registry
+    from ..errors import ModelNotFoundError
+    from ..methods.medusa.format import cached_heads_path
+
+    name = model if model is not None else registry.load_registry().default
+    try:
+        path = registry.resolve_model(name, pull_missing=False, progress=False)
+    except ModelNotFoundError:
+        return False
+    return cached_heads_path(registry.model_name(name, path), path).exists()
 
 
 def add_sampling_args(p: argparse.ArgumentParser) -> None:
@@ -79,8 +108,8 @@ def add_method_args(p: argparse.ArgumentParser) -> None:
 
 def add_heads_arg(p: argparse.ArgumentParser) -> None:
     p.add_argument("--heads", default=None, metavar="FILE",
-                   help="Medusa heads for --method medusa (default: those `pyaccel medusa train` wrote for the "
-                        "model)")
+                   help="Medusa heads for --method medusa or auto (default: those `pyaccel medusa train` wrote "
+                        "for the model, if any)")
 
 
 def make_method_from_args(args: argparse.Namespace) -> "Proposer":
@@ -94,7 +123,8 @@ def make_method_from_args(args: argparse.Namespace) -> "Proposer":
         if args.draft_length is not None:
             raise ValueError("--draft-length fixes one method's draft; auto sizes its drafts by the cost model: "
                              "drop it, or pick a method (e.g. --method lookup)")
-        options = {"draft": args.draft_model, "ngram_static": args.ngram_static, "ngram_dynamic": args.ngram_dynamic}
+        options = {"draft": args.draft_model, "ngram_static": args.ngram_static, "ngram_dynamic": args.ngram_dynamic,
+                   "medusa": args.heads}
     elif spec.name == "medusa":
         if args.draft_length is not None:
             raise ValueError("--draft-length fixes a chain's length; medusa verifies a tree sized by the cost model "

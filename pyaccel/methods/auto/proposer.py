@@ -7,6 +7,8 @@ Per step:
     lookahead pool    ─┘   (one prefix tree,     (calibrated estimates, ├─ Draft
                             max of estimates)     best expected tokens  │
                                                   per measured cost)    │
+    Medusa heads: on the same terms as method "medusa" (only where a tree of theirs
+    alone pays for their time, or as a rare probe), merged in with the free candidates.
     draft model: only if loaded (`draft_may_pay`) and its own plan expects more than
     the free tree (`draft_runs`); greedy: merged in and planned again; sampling: its
     chain (with q) is verified on its own instead.
@@ -35,6 +37,7 @@ from ..base import Proposer
 from ..draft import DraftModel
 from ..lookahead import Lookahead
 from ..lookup import PromptLookup
+from ..medusa import Medusa
 from ..ngram import NgramCacheDrafter
 from ..candidate import Candidate, CandidateProposer
 from .calibration import Calibration, CalibrationTuning
@@ -67,6 +70,9 @@ class Auto(Proposer):
       used only if its file is already on this machine and a good draft could pay on this
       device (`policy.draft_may_pay`, decided when the Generator is built).
       use_draft=False never considers one.
+    medusa: Medusa heads: a heads file, `MedusaHeads` or a configured `Medusa`; None: the heads `pyaccel medusa
+      train` wrote for the target, if there are any and the Model has hidden states
+      (created with embeddings=True, as the CLI does when such heads exist); False: none.
     extra: more proposers offering candidates (`CandidateProposer`: the Proposer hooks
       with `candidates(tokens, budget)` in place of `propose`).
     tuning: `AutoTuning`; calibration: `CalibrationTuning`; costs: a cost model to plan
@@ -77,7 +83,7 @@ class Auto(Proposer):
 
     def __init__(self, *, lookup: bool = True, ngram_static: PathLike | None = None,
                  ngram_dynamic: PathLike | None = None, lookahead: bool = True, draft: object = None,
-                 use_draft: bool = True, extra: Sequence[CandidateProposer] = (), tuning: AutoTuning | None = None,
+                 use_draft: bool = True, medusa: object = None, extra: Sequence[CandidateProposer] = (), tuning: AutoTuning | None = None,
                  calibration: CalibrationTuning | None = None, costs: CostModel | None = None) -> None:
         self.tuning = tuning if tuning is not None else AutoTuning()
         self.tuning.validate()
@@ -97,6 +103,8 @@ class Auto(Proposer):
             self.subs.append(sub)
         self.use_lookahead = lookahead
         self._lookahead: Lookahead | None = None
+        self._medusa_arg = medusa
+        self.medusa: Medusa | None = None
         self.drafter: DraftModel | None = None
         self._max_leaves = defaults.N_SEQ_MAX
         self._step: _Step | None = None
@@ -113,9 +121,28 @@ class Auto(Proposer):
             self._lookahead = Lookahead(window=0, ngram=self.tuning.lookahead_ngram, cost_model=False,
                                         guesses=min(self.tuning.lookahead_guesses, self._max_leaves))
             self.subs.append(self._lookahead)
+        if self.medusa is None:
+            self.medusa = self._bind_medusa(target)
+            if self.medusa is not None:
+                self.subs.append(self.medusa)
         for sub in self.subs:
             sub.bind(target)
         self.drafter = self._bind_draft(target)
+
+    def _bind_medusa(self, target: "Model") -> Medusa | None:
+        """Medusa heads as one more proposer: the ones given, else the target's cached ones
+        where the Model has hidden states (bound with the other proposers)."""
+        arg = self._medusa_arg
+        if arg is False:
+            return None
+        if isinstance(arg, Medusa):
+            return arg
+        if arg is None:
+            from ..medusa.format import default_heads_path
+
+            if not target.backend.config.embeddings or not default_heads_path(target).exists():
+                return None
+        return Medusa(None if arg is None or arg is True else arg, costs=self._costs)
 
     def _bind_draft(self, target: "Model") -> DraftModel | None:
         """The draft model, loaded only where a good one could pay on this device."""
@@ -228,9 +255,14 @@ class Auto(Proposer):
 
 def _as_chain(outcome: StepOutcome, committed: list[int]) -> StepOutcome:
     """The step as a proposer sees it whose draft was exactly the committed tokens (what a
-    proposer that scores its own candidates against them needs)."""
+    proposer that scores its own candidates against them needs). The hidden states (when
+    the Model has them) are the pass's rows of the root and the kept nodes, so `tip_hidden`
+    is the real tip's; no logits rows."""
+    hidden = outcome.hidden
+    if hidden is not None:
+        hidden = hidden[np.concatenate(([0], 1 + np.asarray(outcome.accepted, dtype=np.int64)))]
     return StepOutcome(Draft.chain(committed[:-1]), list(range(len(committed) - 1)), committed[-1],
-                       outcome.n_past, outcome.logits[:0])
+                       outcome.n_past, outcome.logits[:0], hidden)
 
 
 def _chain_outcome(outcome: StepOutcome, chain: list[int], committed: list[int]) -> StepOutcome:

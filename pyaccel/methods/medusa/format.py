@@ -197,10 +197,13 @@ def file_sha256(path: str | os.PathLike[str]) -> str:
 def model_sha256(model: "Model") -> str:
     """The sha256 of a Model's file: the registry's pinned hash for a registry model of the
     registered size, else the file's hash (computed once, then cached)."""
-    spec = model.registry_spec
-    if spec is not None and spec.size == model.path.stat().st_size and model.path.name == spec.file:
+    return _sha256_of(model.path, model.registry_spec)
+
+
+def _sha256_of(path: Path, spec: "registry.ModelSpec | None") -> str:
+    if spec is not None and spec.size == path.stat().st_size and path.name == spec.file:
         return spec.sha256
-    return file_sha256(model.path)
+    return file_sha256(path)
 
 
 def model_architecture(model: "Model") -> str:
@@ -242,8 +245,11 @@ def slug(name: str) -> str:
 def model_label(model: "Model") -> str:
     """A file-name-safe name for `model`: its registry name (also when opened by path), else
     its file stem."""
-    spec = model.registry_spec
-    return slug(spec.name if spec is not None else model.name)
+    return _label_of(model.name, model.registry_spec)
+
+
+def _label_of(name: str, spec: "registry.ModelSpec | None") -> str:
+    return slug(spec.name if spec is not None else name)
 
 
 def medusa_dir() -> Path:
@@ -254,4 +260,10 @@ def medusa_dir() -> Path:
 def default_heads_path(model: "Model") -> Path:
     """Where `pyaccel medusa train` writes heads for `model` unless told otherwise, and where
     decoding looks for them: <cache>/medusa/<name>-<sha256[:12]>.gguf."""
-    return medusa_dir() / f"{model_label(model)}-{model_sha256(model)[:12]}.gguf"
+    return cached_heads_path(model.name, model.path)
+
+
+def cached_heads_path(name: str, path: Path) -> Path:
+    """`default_heads_path` of the model called `name` at `path` (no need to load it)."""
+    spec = registry.spec_for(name, path)
+    return medusa_dir() / f"{_label_of(name, spec)}-{_sha256_of(path, spec)[:12]}.gguf"

@@ -38,6 +38,7 @@ from ... import _core
 from ...cost_model import CostModel
 from ...types import Draft, SamplingConfig, StepOutcome
 from ..base import Proposer
+from ..candidate import Candidate
 from .calibration import DepthCalibration, TreeShadows
 from .heads import MedusaHeads
 from .trees import TreeShape, grow_tree, static_scores
@@ -273,20 +274,45 @@ class Medusa(Proposer):
         return draft
 
     def _draft(self, tokens: list[int], budget: int) -> Draft:
+        depth, limit = len(tokens), min(budget, self.max_nodes)
+        tree = self._heads_tree(tokens, limit)
+        if tree is None:
+            return Draft.empty()
+        draft = self._choose(*tree, depth, limit)
+        self._counts["tree_nodes"] += len(draft)
+        self._counts["verified_steps"] += float(len(draft) > 0)
+        return draft
+
+    def candidates(self, tokens: list[int], budget: int) -> list[Candidate]:
+        """The heads' tree (its first min(budget, max_nodes) nodes) with calibrated
+        P(accepted) per node: the public candidates API (`pyaccel.methods.candidate`), in
+        place of `propose`. The heads run on the same terms as under `propose` (with the
+        cost model on: where a tree of theirs alone pays for their time, or as a probe);
+        `observe` needs the step's hidden states as under `propose`."""
+        limit = min(budget, self.max_nodes)
+        tree = self._heads_tree(tokens, limit)
+        if tree is None:
+            return []
+        shape, toks = tree
+        n = min(limit, len(shape))
+        probs = self._calibration.apply(shape)
+        if self.cost_model and self._static is None:
+            self._note_gain(self._costs_tree(probs, shape, len(tokens), limit))
+        return [Candidate(toks[:n], shape.parents[:n], probs[:n], self.name)]
+
+    def _heads_tree(self, tokens: list[int], limit: int) -> tuple[TreeShape, npt.NDArray[np.int32]] | None:
+        """Settle the calibration with the tokens so far, then the heads' tree and its node
+        tokens, or None where the heads do not run this step."""
         self._counts["steps"] += 1
         self._shadows.settle(tokens)
-        depth, limit = len(tokens), min(budget, self.max_nodes)
-        if self._h is None or limit < 1 or (self.cost_model and not self._gate(depth, limit)):
-            return Draft.empty()
+        if self._h is None or limit < 1 or (self.cost_model and not self._gate(len(tokens), limit)):
+            return None
         assert self.heads is not None
         t0 = time.perf_counter()
         shape, toks = self._tree_at(self.heads, self._h)
         self._note_heads_time(time.perf_counter() - t0)
         self._shadows.add(len(tokens), shape, toks)
-        draft = self._choose(shape, toks, depth, limit)
-        self._counts["tree_nodes"] += len(draft)
-        self._counts["verified_steps"] += float(len(draft) > 0)
-        return draft
+        return shape, toks
 
     def _note_heads_time(self, seconds: float) -> None:
         self._counts["heads_runs"] += 1
@@ -313,16 +339,24 @@ class Medusa(Proposer):
             n = min(limit, len(shape))
             layout = self._static_layout if shape is self._static and n == len(shape) else None
             return Draft(toks[:n], shape.parents[:n], layout=layout)
-        assert self._costs is not None
-        plan = self._costs.tree(self._calibration.apply(shape), shape.parents, depth, limit)
+        plan = self._costs_tree(self._calibration.apply(shape), shape, depth, limit)
         if self._static is None:
-            g = self.tuning.gain_decay
-            self._gain = _gain(plan) if not np.isfinite(self._gain) else g * self._gain + (1.0 - g) * _gain(plan)
+            self._note_gain(plan)
         if not len(plan.nodes):
             return Draft.empty()
         nodes = np.asarray(plan.nodes, np.int64)
         layout = self._static_layout if shape is self._static and len(nodes) == len(shape) else None
         return Draft(toks[nodes], np.asarray(plan.parents, np.int32), layout=layout)
+
+    def _costs_tree(self, probs: npt.NDArray[np.float64], shape: TreeShape, depth: int,
+                    limit: int) -> "_core.TreePlan":
+        assert self._costs is not None
+        return self._costs.tree(probs, shape.parents, depth, limit)
+
+    def _note_gain(self, plan: "_core.TreePlan") -> None:
+        """A dynamic tree's planned gain, into the decayed mean that gates the heads."""
+        g = self.tuning.gain_decay
+        self._gain = _gain(plan) if not np.isfinite(self._gain) else g * self._gain + (1.0 - g) * _gain(plan)
 
     def observe(self, outcome: StepOutcome) -> None:
         hidden = outcome.tip_hidden
