@@ -12,13 +12,13 @@ rerun skips what is there.
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 import time
 from pathlib import Path
 
 import pyaccel
+from jsonl_rows import append_row, done_keys, read_rows
 from pyaccel.bench.suites import load_suite
 
 
@@ -43,7 +43,7 @@ def category(prompt_id: str, suite: str) -> str:
 
 
 def report(path: Path) -> None:
-    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    rows = read_rows(path)
     by_setting: dict[str, dict[str, list[float]]] = {}
     for r in rows:
         by_setting.setdefault(r["setting"], {}).setdefault(r["category"], []).append(r["tau"])
@@ -74,10 +74,7 @@ def main() -> int:
         return 0
     suites = args.suite or ["specbench", "code"]
     prompts = [p for s in suites for p in load_suite(s, args.prompts)]
-    done = set()
-    if args.out.is_file():
-        done = {(r["setting"], r["id"]) for r in map(json.loads, args.out.read_text().splitlines()) if r}
-    args.out.parent.mkdir(parents=True, exist_ok=True)
+    done = done_keys(args.out, "setting", "id")
     model = pyaccel.Model(args.model, n_seq_max=32, n_threads=args.threads, progress=False)
     for label, opts in map(parse_setting, args.setting):
         gen = pyaccel.Generator(model, pyaccel.Lookahead(**opts))
@@ -92,8 +89,7 @@ def main() -> int:
                        tokens=len(res.tokens), passes=passes,
                        tokens_per_pass=1 + (c["drafted"] + c["window_steps"] * _window_tokens(opts)) / max(passes, 1),
                        seconds=time.perf_counter() - t0)
-            with args.out.open("a", encoding="utf-8") as f:
-                f.write(json.dumps(row) + "\n")
+            append_row(args.out, row)
             print(f"{label:14s} {p.id:24s} tau {res.stats.tau:.2f} ({row['seconds']:.0f} s)", file=sys.stderr)
     report(args.out)
     return 0

@@ -14,13 +14,13 @@ Parts run side by side (`--part 1/2`, `--part 2/2`, one --out each); cat their f
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 import time
 from pathlib import Path
 
 import pyaccel
+from jsonl_rows import append_row, done_keys, read_rows
 from pyaccel.bench.suites import find_questions
 from pyaccel.methods.medusa.collect import prompt_tokens
 from pyaccel.methods.medusa.data import TrainPrompt, specbench_prompts
@@ -37,7 +37,7 @@ def held_out_prompts(per_category: int, questions: str | None) -> list[TrainProm
 
 
 def report(path: Path) -> None:
-    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    rows = read_rows(path)
     cats = sorted({r["category"] for r in rows})
     print("| tree | nodes | heads ms / step | target token ms | " + " | ".join(cats) + " | median |")
     print("|---" * (len(cats) + 5) + "|")
@@ -73,10 +73,7 @@ def main() -> int:
         return 0
     part, parts = (int(x) for x in args.part.split("/"))
     prompts = held_out_prompts(args.prompts, args.questions)[part - 1::parts]
-    done = set()
-    if args.out.is_file():
-        done = {(r["tree"], r["id"]) for r in map(json.loads, args.out.read_text().splitlines()) if r}
-    args.out.parent.mkdir(parents=True, exist_ok=True)
+    done = done_keys(args.out, "tree", "id")
     model = pyaccel.Model(args.model, n_threads=args.threads, embeddings=True, progress=False)
     # One target token's time now, to set the heads' time per step against.
     plain = pyaccel.Generator(model, "plain").generate(prompt_tokens(model, prompts[0].text), max_tokens=32).stats
@@ -99,8 +96,7 @@ def main() -> int:
                        pass_ms=1e3 * res.stats.target_s / max(res.stats.target_forwards, 1), token_ms=token_ms,
                        accepted_per_depth=res.stats.acceptance_per_position,
                        seconds=time.perf_counter() - t0)
-            with args.out.open("a", encoding="utf-8") as f:
-                f.write(json.dumps(row) + "\n")
+            append_row(args.out, row)
             print(f"{tree:8s} {p.id:40s} tau {res.stats.tau:.2f} heads {row['heads_ms']:.1f} ms "
                   f"({row['seconds']:.0f} s)", file=sys.stderr)
     report(args.out)
