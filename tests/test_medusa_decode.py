@@ -119,6 +119,42 @@ def test_the_first_step_reads_the_prompts_last_hidden_state(hidden_model: pyacce
     np.testing.assert_array_equal(method.first_h, want)
 
 
+class SeenTokens(Medusa):
+    """Medusa that records the token each run of its heads was given."""
+
+    def _tree_at(self, heads: MedusaHeads, h: np.ndarray, token: int) -> tuple:
+        self.seen = getattr(self, "seen", []) + [token]
+        return super()._tree_at(heads, h, token)
+
+
+def conditioned(heads: MedusaHeads, seed: int = 1) -> MedusaHeads:
+    """`heads` with a random token-conditioning block (U and normalised embeddings)."""
+    rng = np.random.default_rng(seed)
+    w = heads.weights
+    d, v = w.n_embd, w.draft_vocab
+    u = (rng.standard_normal(w.w.shape) * (2.0 / np.sqrt(d))).astype(np.float32)
+    embd = rng.standard_normal((v, d)).astype(np.float32)
+    return MedusaHeads(HeadWeights(w.w, w.b, w.out, w.vocab, u, embd), heads.meta)
+
+
+@pytest.mark.parametrize("tree", ["static", "dynamic"])
+def test_token_conditioned_heads_read_the_last_committed_token(hidden_model: pyaccel.Model, plain_runs: list,
+                                                               text_heads: MedusaHeads, tree: str) -> None:
+    heads = conditioned(text_heads)
+    method = SeenTokens(heads, tree=tree, max_nodes=NODES, cost_model=False)
+    gen = pyaccel.Generator(hidden_model, method)
+    for prompt, want in plain_runs:
+        method.seen = []
+        got = gen.generate(prompt, max_tokens=N_TOKENS)
+        assert_greedy_equivalent(hidden_model, prompt, want, got.tokens)
+        # Every run follows a committed token: the first the prefill's, the rest a step's last.
+        assert method.seen[0] == got.tokens[0] and set(method.seen) <= set(got.tokens)
+    assert method.counters["accepted"] > 0
+    h = np.random.default_rng(2).standard_normal(heads.weights.n_embd).astype(np.float32)
+    a, b = (heads.weights.top(h, 4, int(t))[0] for t in heads.weights.vocab[:2])
+    assert not np.array_equal(a, b)  # the token changes the ranking
+
+
 def test_cost_model_keeps_the_heads_off_where_they_cannot_pay(hidden_model: pyaccel.Model, plain_runs: list,
                                                              text_heads: MedusaHeads) -> None:
     prompt, want = plain_runs[1]

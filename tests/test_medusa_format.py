@@ -23,11 +23,13 @@ from pyaccel.methods.medusa.heads import HeadsMeta, HeadWeights, MedusaHeads
 from pyaccel.methods.medusa.outmatrix import output_rows, tensor_infos
 
 
-def _heads(k: int = 3, d: int = 16, v: int = 40, seed: int = 0) -> MedusaHeads:
+def _heads(k: int = 3, d: int = 16, v: int = 40, seed: int = 0, conditioned: bool = False) -> MedusaHeads:
     rng = np.random.default_rng(seed)
     weights = HeadWeights(rng.standard_normal((k, d, d)).astype(np.float32), rng.standard_normal((k, d)).astype(np.float32),
                           rng.standard_normal((v, d)).astype(np.float32),
-                          rng.choice(1000, v, replace=False).astype(np.int32))
+                          rng.choice(1000, v, replace=False).astype(np.int32),
+                          rng.standard_normal((k, d, d)).astype(np.float32) if conditioned else None,
+                          rng.standard_normal((v, d)).astype(np.float32) if conditioned else None)
     rank = tuple(tuple(float(x) for x in rng.dirichlet(np.ones(6))[:5]) for _ in range(k))
     meta = HeadsMeta("some-model", "ab" * 32, "qwen2", d, 1000, rank, train_tokens=12345)
     return MedusaHeads(weights, meta)
@@ -49,6 +51,40 @@ def test_round_trip_is_exact_for_f32_parts(tmp_path: Path) -> None:
     assert np.array_equal(np.float32(np.array(m.rank_accuracy)), want_rank)
     assert read_meta(path) == (m, 3, 40)
     assert not list(tmp_path.rglob("*.partial"))
+    assert g.u is None and g.embd is None and not g.conditioned  # heads of h alone (format 1's tensors)
+
+
+def test_round_trip_of_token_conditioned_heads(tmp_path: Path) -> None:
+    heads = _heads(conditioned=True)
+    got = load_heads(save_heads(tmp_path / "h.gguf", heads)).weights
+    w = heads.weights
+    assert got.conditioned and got.u is not None and np.array_equal(got.u, w.u)
+    assert got.embd is not None and np.array_equal(got.embd, w.embd.astype(np.float16).astype(np.float32))
+    h = np.random.default_rng(1).standard_normal(16).astype(np.float32)
+    token = int(w.vocab[3])
+    np.testing.assert_allclose(got.logits(h[None], got.embed([token])), w.logits(h[None], w.embed([token])),
+                               rtol=1e-2, atol=1e-2)
+
+
+def test_a_file_with_part_of_the_conditioning_is_refused(tmp_path: Path) -> None:
+    import gguf
+
+    heads = _heads(k=2, conditioned=True)
+    path = save_heads(tmp_path / "h.gguf", heads)
+    reader = gguf.GGUFReader(path)
+    writer = gguf.GGUFWriter(tmp_path / "cut.gguf", "pyaccel-medusa")
+    for f in reader.fields.values():
+        if not f.name.startswith(("GGUF.", "general.architecture")):
+            writer.add_key_value(f.name, f.contents(), f.types[0], f.types[-1] if len(f.types) > 1 else None)
+    for t in reader.tensors:
+        if t.name != "medusa.embd":
+            writer.add_tensor(t.name, np.asarray(t.data))
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    with pytest.raises(ValueError, match="token-conditioning tensors .* damaged"):
+        load_heads(tmp_path / "cut.gguf")
 
 
 def test_f16_weights_and_f32_output_rows(tmp_path: Path) -> None:

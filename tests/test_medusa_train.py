@@ -4,6 +4,7 @@ labels, resuming from a checkpoint, and training on the real target's own answer
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -23,9 +24,10 @@ from pyaccel.methods.medusa.outmatrix import output_rows
 from lossless import assert_greedy_equivalent
 
 
-def _loss(h: np.ndarray, w: np.ndarray, b: np.ndarray, out: np.ndarray, y: np.ndarray) -> float:
+def _loss(h: np.ndarray, w: np.ndarray, b: np.ndarray, out: np.ndarray, y: np.ndarray,
+          e: np.ndarray | None = None, u: np.ndarray | None = None) -> float:
     """Reference: the summed cross-entropy written directly from the definition (float64)."""
-    pre = h @ w.T + b
+    pre = h @ w.T + b + (e @ u.T if u is not None else 0.0)
     z = h + pre / (1 + np.exp(-pre))
     logits = z @ out.T
     total = 0.0
@@ -41,8 +43,8 @@ def test_backward_matches_finite_differences() -> None:
     h, w = rng.standard_normal((n, d)), rng.standard_normal((d, d)) * 0.5
     b, out = rng.standard_normal(d) * 0.5, rng.standard_normal((v, d))
     y = np.array([3, -1, 0, 10, -2, 5, 5])  # -1 / -2: left out of the loss
-    loss, count, dw, db = T.head_loss_grad(h, w, b, out, y)
-    assert count == 5 and loss == pytest.approx(_loss(h, w, b, out, y), rel=1e-9)
+    loss, count, dw, db, du = T.head_loss_grad(h, w, b, out, y)
+    assert count == 5 and loss == pytest.approx(_loss(h, w, b, out, y), rel=1e-9) and du is None
     eps = 1e-6
     for (i, j) in [(0, 0), (2, 5), (5, 1), (3, 3)]:
         wp, wm = w.copy(), w.copy()
@@ -55,6 +57,56 @@ def test_backward_matches_finite_differences() -> None:
         bp[j] += eps
         bm[j] -= eps
         assert db[j] == pytest.approx((_loss(h, w, bp, out, y) - _loss(h, w, bm, out, y)) / (2 * eps), rel=1e-4, abs=1e-6)
+
+
+def test_token_conditioned_backward_matches_finite_differences() -> None:
+    rng = np.random.default_rng(5)
+    n, d, v = 7, 6, 11
+    h, e = rng.standard_normal((n, d)), rng.standard_normal((n, d))
+    w, u = rng.standard_normal((d, d)) * 0.5, rng.standard_normal((d, d)) * 0.5
+    b, out = rng.standard_normal(d) * 0.5, rng.standard_normal((v, d))
+    y = np.array([3, -1, 0, 10, -2, 5, 5])
+    loss, count, dw, db, du = T.head_loss_grad(h, w, b, out, y, e, u)
+    assert count == 5 and loss == pytest.approx(_loss(h, w, b, out, y, e, u), rel=1e-9)
+    eps = 1e-6
+    for (i, j) in [(0, 0), (2, 5), (5, 1), (3, 3)]:
+        for grad, param in ((du, u), (dw, w)):
+            plus, minus = param.copy(), param.copy()
+            plus[i, j] += eps
+            minus[i, j] -= eps
+            args_p = (w, plus) if param is u else (plus, u)
+            args_m = (w, minus) if param is u else (minus, u)
+            fd = (_loss(h, args_p[0], b, out, y, e, args_p[1]) - _loss(h, args_m[0], b, out, y, e, args_m[1])) / (2 * eps)
+            assert grad[i, j] == pytest.approx(fd, rel=1e-4, abs=1e-6)
+    bp, bm = b.copy(), b.copy()
+    bp[2] += eps
+    bm[2] -= eps
+    assert db[2] == pytest.approx((_loss(h, w, bp, out, y, e, u) - _loss(h, w, bm, out, y, e, u)) / (2 * eps), rel=1e-4)
+
+
+def _conditioned(k: int, d: int, v: int, seed: int) -> HeadWeights:
+    rng = np.random.default_rng(seed)
+    f = lambda *s: rng.standard_normal(s).astype(np.float32)  # noqa: E731
+    return HeadWeights(f(k, d, d), f(k, d), f(v, d), np.arange(100, 100 + v, dtype=np.int32), f(k, d, d), f(v, d))
+
+
+def test_token_conditioned_heads_against_a_direct_reference() -> None:
+    k, d, v = 3, 8, 30
+    hw = _conditioned(k, d, v, 4)
+    h = np.random.default_rng(9).standard_normal(d).astype(np.float32)
+    for token, e in ((107, hw.embd[7].astype(np.float64)), (99, np.zeros(d)), (5000, np.zeros(d))):
+        ids, probs = hw.top(h, 4, token)  # 99 and 5000 lie outside the draft vocabulary: e = 0
+        for head in range(k):
+            pre = hw.w[head].astype(np.float64) @ h + hw.u[head].astype(np.float64) @ e + hw.b[head]
+            logits = hw.out.astype(np.float64) @ (h + pre / (1 + np.exp(-pre)))
+            order = np.argsort(-logits)[:4]
+            assert list(ids[head]) == list(100 + order)
+            p = np.exp(logits - logits.max())
+            np.testing.assert_allclose(probs[head], (p / p.sum())[order], rtol=1e-4)
+    with pytest.raises(ValueError, match="need e"):
+        hw.logits(h[None])
+    with pytest.raises(ValueError, match="both u and embd"):
+        HeadWeights(hw.w, hw.b, hw.out, hw.vocab, hw.u, None)
 
 
 def test_features_and_top_against_a_direct_reference() -> None:
@@ -89,6 +141,21 @@ def test_rank_accuracy_against_sorting() -> None:
                  for r in range(n) if lab[r, head] >= 0]
         want = [np.mean([x == i for x in ranks]) for i in range(4)]
         np.testing.assert_allclose(got[head], want)
+
+
+def test_rank_accuracy_of_token_conditioned_heads_reads_each_rows_token() -> None:
+    k, d, v, n = 2, 5, 12, 40
+    hw = _conditioned(k, d, v, 2)
+    rng = np.random.default_rng(3)
+    h = rng.standard_normal((n, d)).astype(np.float32)
+    tokens = rng.integers(95, 100 + v, n).astype(np.int32)  # some outside the draft vocabulary
+    lab = rng.integers(100, 100 + v, (n, k)).astype(np.int32)
+    got = rank_accuracy(hw, h, lab, topk=3, chunk=7, tokens=tokens)
+    for head in range(k):
+        ranks = [list(hw.top(h[r], v, int(tokens[r]))[0][head]).index(lab[r, head]) for r in range(n)]
+        np.testing.assert_allclose(got[head], [np.mean([x == i for x in ranks]) for i in range(3)])
+    with pytest.raises(ValueError, match="tokens"):
+        rank_accuracy(hw, h, lab)
 
 
 def test_labels_look_ahead_within_a_sequence() -> None:
@@ -136,14 +203,30 @@ def _toy(seed: int, n: int = 300, d: int = 12, v: int = 20) -> tuple[np.ndarray,
     out = rng.standard_normal((v, d)).astype(np.float32)
     h = rng.standard_normal((n, d)).astype(np.float32)
     y = (np.argmax(h @ rng.standard_normal((d, v)), axis=1)[:, None] + np.arange(3)) % v  # learnable labels
-    return out, T.TrainData(h[:240].astype(np.float16), y[:240].astype(np.int32)), \
-        T.TrainData(h[240:].astype(np.float16), y[240:].astype(np.int32))
+    token = rng.integers(-1, v, n)  # the token after each row (-1: outside the draft vocabulary)
+    return out, T.TrainData(h[:240].astype(np.float16), y[:240].astype(np.int32), token[:240]), \
+        T.TrainData(h[240:].astype(np.float16), y[240:].astype(np.int32), token[240:])
 
 
-def test_interrupted_training_resumes_to_the_same_weights(tmp_path: Path) -> None:
+def _token_toy(seed: int, n: int = 400, d: int = 12, v: int = 20) -> tuple[np.ndarray, np.ndarray, T.TrainData,
+                                                                          T.TrainData]:
+    """Labels that depend on the token after h only: what h alone cannot predict."""
+    rng = np.random.default_rng(seed)
+    out, embd = rng.standard_normal((v, d)).astype(np.float32), rng.standard_normal((v, d)).astype(np.float32)
+    h = rng.standard_normal((n, d)).astype(np.float16)
+    token = rng.integers(0, v, n)
+    y = ((token[:, None] * 7 + np.arange(3)) % v).astype(np.int32)
+    return out, embd, T.TrainData(h[:320], y[:320], token[:320]), T.TrainData(h[320:], y[320:], token[320:])
+
+
+@pytest.mark.parametrize("conditioned", [False, True])
+def test_interrupted_training_resumes_to_the_same_weights(tmp_path: Path, conditioned: bool) -> None:
     out, tr, va = _toy(0)
-    cfg = T.TrainConfig(n_heads=3, draft_vocab=20, steps=24, batch=32, lr=3e-2, validate_every=8, checkpoint_s=1e9)
-    whole = T.train_heads(T.TrainState.fresh(3, 12, np.arange(20, dtype=np.int32)), cfg, out, tr, va)
+    embd = np.random.default_rng(7).standard_normal(out.shape).astype(np.float32) if conditioned else None
+    cfg = T.TrainConfig(n_heads=3, draft_vocab=20, steps=24, batch=32, lr=3e-2, validate_every=8, checkpoint_s=1e9,
+                        token_conditioned=conditioned)
+    fresh = lambda: T.TrainState.fresh(3, 12, np.arange(20, dtype=np.int32), conditioned)  # noqa: E731
+    whole = T.train_heads(fresh(), cfg, out, tr, va, embd=embd)
 
     def stop_at_ten(p: T.TrainProgress) -> None:
         if p.step == 10:
@@ -151,16 +234,37 @@ def test_interrupted_training_resumes_to_the_same_weights(tmp_path: Path) -> Non
 
     ckpt = tmp_path / "c.npz"
     with pytest.raises(KeyboardInterrupt):
-        T.train_heads(T.TrainState.fresh(3, 12, np.arange(20, dtype=np.int32)), cfg, out, tr, va, ckpt, stop_at_ten)
+        T.train_heads(fresh(), cfg, out, tr, va, ckpt, stop_at_ten, embd)
     saved = T.load_checkpoint(ckpt, cfg)
     assert saved.step == 10
-    resumed = T.train_heads(saved, cfg, out, tr, va, ckpt)
+    resumed = T.train_heads(saved, cfg, out, tr, va, ckpt, embd=embd)
     assert resumed.step == 24
     np.testing.assert_allclose(resumed.w, whole.w, rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(resumed.best_w, whole.best_w, rtol=1e-5, atol=1e-6)
+    if conditioned:
+        assert np.abs(whole.u).max() > 0
+        np.testing.assert_allclose(resumed.u, whole.u, rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(resumed.best_u, whole.best_u, rtol=1e-5, atol=1e-6)
+    else:
+        assert resumed.u is None and whole.u is None
     assert [s for s, _, _ in resumed.history] == [s for s, _, _ in whole.history]
     with pytest.raises(ValueError, match="--resume"):
-        T.load_checkpoint(ckpt, T.TrainConfig(n_heads=2, draft_vocab=20))
+        T.load_checkpoint(ckpt, T.TrainConfig(n_heads=2, draft_vocab=20, token_conditioned=conditioned))
+    with pytest.raises(ValueError, match="--resume"):
+        T.load_checkpoint(ckpt, replace(cfg, token_conditioned=not conditioned))
+
+
+def test_token_conditioning_learns_what_the_hidden_state_cannot_tell() -> None:
+    out, embd, tr, va = _token_toy(2)
+    accs = {}
+    for conditioned in (False, True):
+        cfg = T.TrainConfig(n_heads=3, draft_vocab=20, steps=150, batch=64, lr=3e-2, validate_every=1000,
+                            token_conditioned=conditioned)
+        state = T.train_heads(T.TrainState.fresh(3, 12, np.arange(20, dtype=np.int32), conditioned), cfg, out, tr, va,
+                              embd=embd if conditioned else None)
+        weights = T.final_weights(state, out, embd if conditioned else None)
+        accs[conditioned] = rank_accuracy(weights, va.hidden, va.labels, 1, tokens=va.token)[:, 0]
+    assert (accs[True] > 0.7).all() and (accs[False] < 0.2).all(), accs  # chance: 1 / 20
 
 
 def test_training_lowers_the_toy_loss() -> None:

@@ -22,16 +22,21 @@ RANK_TOPK = 10  # ranks kept in a heads file's rank_accuracy
 
 
 def rank_accuracy(weights: HeadWeights, hidden: npt.NDArray[np.floating], labels_full: npt.NDArray[np.int32],
-                  topk: int = RANK_TOPK, chunk: int = 1024) -> npt.NDArray[np.float64]:
+                  topk: int = RANK_TOPK, chunk: int = 1024,
+                  tokens: npt.NDArray[np.int32] | None = None) -> npt.NDArray[np.float64]:
     """[K, topk]: entry [k, i] is the fraction of held-out rows (those with a label for head
     k + 1; labels_full [N, K] in full-vocabulary ids) where head k + 1 ranked the label i-th.
-    A label outside the draft vocabulary is never ranked (a miss at every rank)."""
+    A label outside the draft vocabulary is never ranked (a miss at every rank). `tokens`
+    [N]: the token after each row (full ids), which token-conditioned heads read."""
+    if weights.conditioned and tokens is None:
+        raise ValueError("token-conditioned heads are measured with the token after each row (tokens)")
     n_heads = weights.n_heads
     n_vocab = int(max(labels_full.max(initial=0), weights.vocab.max(initial=0))) + 1
     y = to_draft(labels_full, weights.vocab, n_vocab)
     counts = np.zeros((n_heads, topk))
     for lo in range(0, len(hidden), chunk):
-        logits = weights.logits(np.asarray(hidden[lo:lo + chunk], dtype=np.float32))  # [K, n, V']
+        e = weights.embed(tokens[lo:lo + chunk]) if weights.conditioned and tokens is not None else None
+        logits = weights.logits(np.asarray(hidden[lo:lo + chunk], dtype=np.float32), e)  # [K, n, V']
         for k in range(n_heads):
             yk = y[lo:lo + chunk, k]
             inside = yk >= 0
@@ -42,11 +47,13 @@ def rank_accuracy(weights: HeadWeights, hidden: npt.NDArray[np.floating], labels
     return counts / labelled[:, None]
 
 
-def answer_rows(ds: Dataset, n_heads: int) -> tuple[npt.NDArray[np.float16], npt.NDArray[np.int32], npt.NDArray[np.int32]]:
-    """Held-out answer positions: (hidden [N, d], head labels [N, K] full ids, category [N])."""
+def answer_rows(ds: Dataset, n_heads: int) -> tuple[npt.NDArray[np.float16], npt.NDArray[np.int32],
+                                                    npt.NDArray[np.int32], npt.NDArray[np.int32]]:
+    """Held-out answer positions: (hidden [N, d], head labels [N, K] full ids, category [N],
+    the token after each position [N])."""
     lab = labels(ds, n_heads)[:, 1:]
     keep = ~ds.prompt
-    return ds.hidden[keep], lab[keep], ds.category[keep]
+    return ds.hidden[keep], lab[keep], ds.category[keep], ds.next[keep]
 
 
 @dataclass(frozen=True)
@@ -60,27 +67,28 @@ class HeadReport:
 
 
 def head_report(weights: HeadWeights, ds: Dataset) -> HeadReport:
-    hidden, lab, cat = answer_rows(ds, weights.n_heads)
-    overall = rank_accuracy(weights, hidden, lab, 5)
+    hidden, lab, cat, nxt = answer_rows(ds, weights.n_heads)
+    overall = rank_accuracy(weights, hidden, lab, 5, tokens=nxt)
     by_cat = {}
     for c, name in enumerate(ds.categories):
         rows = cat == c
         if rows.any():
-            acc = rank_accuracy(weights, hidden[rows], lab[rows], 5)
+            acc = rank_accuracy(weights, hidden[rows], lab[rows], 5, tokens=nxt[rows])
             by_cat[name] = (int(rows.sum()), acc[:, 0], acc.sum(axis=1))
     return HeadReport(len(hidden), overall[:, 0], overall.sum(axis=1), by_cat)
 
 
 def head_cost_ms(weights: HeadWeights, k: int = 10, repeats: int = 30) -> float:
     """Median wall time (ms) of one decode step's head work: every head's top-k at one
-    hidden state."""
+    hidden state (and, for token-conditioned heads, the embedding of the token after it)."""
     rng = np.random.default_rng(0)
     h = rng.standard_normal(weights.n_embd).astype(np.float32)
-    weights.top(h, k)
+    token = int(weights.vocab[0])
+    weights.top(h, k, token)
     times = []
     for _ in range(repeats):
         t0 = time.perf_counter()
-        weights.top(h, k)
+        weights.top(h, k, token)
         times.append(time.perf_counter() - t0)
     return float(np.median(times) * 1e3)
 

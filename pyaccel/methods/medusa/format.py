@@ -7,10 +7,13 @@ File layout (written with the `gguf` package; general.architecture = "pyaccel-me
               row-major) with .rank_topk, .format_version
     tensors   medusa.{k}.w [d, d] and medusa.{k}.b [d] for k = 0..K-1 (f32 or f16),
               medusa.vocab [V'] int32 (draft-vocabulary id -> full id),
-              medusa.out [V', d] (the target's output rows of `vocab`, f16 or f32)
+              medusa.out [V', d] (the target's output rows of `vocab`, f16 or f32);
+              token-conditioned heads (format 2) add medusa.{k}.u [d, d] and medusa.embd
+              [V', d] (the normalised input embeddings of `vocab`, as `out`)
 
-Heads read the target's own output matrix, so the file carries the rows it uses: decoding
-never opens the target GGUF a second time.
+Heads read the target's own output matrix and embeddings, so the file carries the rows it
+uses: decoding never opens the target GGUF a second time. Files without u (format 1) load
+as heads of h alone.
 """
 
 from __future__ import annotations
@@ -34,7 +37,7 @@ if TYPE_CHECKING:
     from ...model import Model
 
 ARCH = "pyaccel-medusa"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 _HASH_BLOCK = 8 << 20
 _HASH_CACHE_FILE = "sha256.json"
 
@@ -78,8 +81,12 @@ def save_heads(path: str | os.PathLike[str], heads: MedusaHeads, *, weight_type:
     for k in range(hw.n_heads):
         writer.add_tensor(f"medusa.{k}.w", np.ascontiguousarray(hw.w[k], dtype=wdt))
         writer.add_tensor(f"medusa.{k}.b", np.ascontiguousarray(hw.b[k], dtype=wdt))
+        if hw.u is not None:
+            writer.add_tensor(f"medusa.{k}.u", np.ascontiguousarray(hw.u[k], dtype=wdt))
     writer.add_tensor("medusa.vocab", np.ascontiguousarray(hw.vocab, dtype=np.int32))
     writer.add_tensor("medusa.out", np.ascontiguousarray(hw.out, dtype=odt))
+    if hw.embd is not None:
+        writer.add_tensor("medusa.embd", np.ascontiguousarray(hw.embd, dtype=odt))
     try:
         writer.write_header_to_file()
         writer.write_kv_data_to_file()
@@ -155,11 +162,25 @@ def load_heads(path: str | os.PathLike[str]) -> MedusaHeads:
         raise ValueError(f"{path} lacks the tensors {missing}: the file is damaged; train the heads again")
     w = np.stack([tensors[f"medusa.{k}.w"].astype(np.float32) for k in range(n_heads)])
     b = np.stack([tensors[f"medusa.{k}.b"].astype(np.float32) for k in range(n_heads)])
+    u, embd = _conditioning(tensors, n_heads, path)
     weights = HeadWeights(w, b, tensors["medusa.out"].astype(np.float32),
-                          tensors["medusa.vocab"].astype(np.int32))
+                          tensors["medusa.vocab"].astype(np.int32), u, embd)
     if weights.n_embd != meta.n_embd:
         raise ValueError(f"{path}: heads of width {weights.n_embd} but metadata n_embd {meta.n_embd}: damaged file")
     return MedusaHeads(weights, meta)
+
+
+def _conditioning(tensors: dict[str, npt.NDArray[Any]], n_heads: int, path: Path) -> tuple[F32 | None, F32 | None]:
+    """(u [K, d, d], embd [V', d]) of token-conditioned heads; (None, None) for heads of h alone."""
+    names = [f"medusa.{k}.u" for k in range(n_heads)] + ["medusa.embd"]
+    present = [n for n in names if n in tensors]
+    if not present:
+        return None, None
+    if len(present) != len(names):
+        raise ValueError(f"{path} holds only {present} of the token-conditioning tensors {names}: the file is "
+                         "damaged; train the heads again")
+    u = np.stack([tensors[f"medusa.{k}.u"].astype(np.float32) for k in range(n_heads)])
+    return u, tensors["medusa.embd"].astype(np.float32)
 
 
 # ---- binding heads to a target --------------------------------------------------------------

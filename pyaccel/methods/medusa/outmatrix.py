@@ -1,5 +1,5 @@
-"""The target's output matrix, read straight from its GGUF file: only the rows of a draft
-vocabulary are dequantised (with `gguf.quants`).
+"""The target's output matrix and input embeddings, read straight from its GGUF file: only
+the rows of a draft vocabulary are dequantised (with `gguf.quants`).
 
 `gguf.GGUFReader` parses every metadata value into numpy views, which takes 10-25 s on a
 tokenizer of 150k-260k strings; heads need one tensor, so this walks the header with
@@ -24,6 +24,7 @@ import numpy.typing as npt
 from .heads import F32
 
 OUTPUT_TENSORS = ("output.weight", "token_embd.weight")  # tied embeddings: no output.weight
+EMBEDDING_TENSOR = "token_embd.weight"
 _MAGIC = b"GGUF"
 _STRING, _ARRAY = 8, 9
 # Payload bytes of the fixed-size GGUF value types (u8 i8 u16 i16 u32 i32 f32 bool . . u64 i64 f64).
@@ -114,9 +115,21 @@ def output_tensor(path: str | os.PathLike[str]) -> TensorInfo:
 def output_rows(model_path: str | os.PathLike[str], ids: npt.NDArray[np.int32]) -> F32:
     """Rows `ids` of the target's output matrix (its LM head, or the token embeddings when
     they are tied), dequantised to float32 [len(ids), d]."""
+    return _rows(model_path, output_tensor(model_path), ids)
+
+
+def embedding_rows(model_path: str | os.PathLike[str], ids: npt.NDArray[np.int32]) -> F32:
+    """Rows `ids` of the target's input token embeddings, dequantised to float32 [len(ids), d]."""
+    info = tensor_infos(model_path).get(EMBEDDING_TENSOR)
+    if info is None:
+        raise ValueError(f"{model_path} has no {EMBEDDING_TENSOR}: token-conditioned Medusa heads need the "
+                         "model's input embeddings; train heads without it (TrainConfig(token_conditioned=False))")
+    return _rows(model_path, info, ids)
+
+
+def _rows(model_path: str | os.PathLike[str], info: TensorInfo, ids: npt.NDArray[np.int32]) -> F32:
     import gguf
 
-    info = output_tensor(model_path)
     d, n_rows = info.dims[0], info.dims[1]
     qtype = gguf.GGMLQuantizationType(info.ggml_type)
     block, type_size = gguf.GGML_QUANT_SIZES[qtype]

@@ -22,8 +22,8 @@ from .collect import CollectConfig, Collector, CollectReport, open_model
 from .data import EVAL, TRAIN, DataStore, Dataset, TrainPrompt, default_prompts, interleave, labels
 from .evaluate import RANK_TOPK, answer_rows, rank_accuracy
 from .format import default_heads_path, medusa_dir, meta_for, model_label, model_sha256, save_heads
-from .heads import MedusaHeads
-from .outmatrix import output_rows
+from .heads import F32, MedusaHeads, rms_normalise
+from .outmatrix import embedding_rows, output_rows
 from .train import (
     TrainConfig,
     TrainData,
@@ -102,10 +102,15 @@ def training_rows(ds: Dataset, n_heads: int, use_prompt_rows: bool) -> tuple[Dat
     return ds.select(train_rows), lab[train_rows], ds.select(val_rows), lab[val_rows]
 
 
-def _shuffled(hidden: np.ndarray, lab: np.ndarray, seed: int) -> TrainData:
+def _draft_tokens(full: np.ndarray, vocab: np.ndarray, n_vocab: int) -> np.ndarray:
+    """Draft index of each token (-1 outside the draft vocabulary): what conditioned heads embed."""
+    return np.maximum(to_draft(full, vocab, n_vocab), -1).astype(np.int64)
+
+
+def _shuffled(hidden: np.ndarray, lab: np.ndarray, seed: int, token: np.ndarray) -> TrainData:
     """Validation rows in a fixed random order, so that a capped validation set spans all sequences."""
     order = np.random.default_rng(seed).permutation(len(lab))
-    return TrainData(hidden[order], lab[order])
+    return TrainData(hidden[order], lab[order], token[order])
 
 
 def run_training(model: "Model", store: DataStore, cfg: RunConfig, output: Path, checkpoint: Path,
@@ -120,10 +125,14 @@ def run_training(model: "Model", store: DataStore, cfg: RunConfig, output: Path,
     if cfg.resume and checkpoint.is_file():
         state = load_checkpoint(checkpoint, tc)
     else:
-        state = TrainState.fresh(tc.n_heads, model.backend.n_embd, choose_vocab(train_lab, tc.draft_vocab, n_vocab))
+        state = TrainState.fresh(tc.n_heads, model.backend.n_embd, choose_vocab(train_lab, tc.draft_vocab, n_vocab),
+                                 tc.token_conditioned)
     out = output_rows(model.path, state.vocab)
-    train = TrainData(train_ds.hidden, to_draft(train_lab, state.vocab, n_vocab))
-    val = _shuffled(val_ds.hidden, to_draft(val_lab, state.vocab, n_vocab), tc.seed)
+    embd: F32 | None = rms_normalise(embedding_rows(model.path, state.vocab)) if state.u is not None else None
+    train = TrainData(train_ds.hidden, to_draft(train_lab, state.vocab, n_vocab),
+                      _draft_tokens(train_ds.next, state.vocab, n_vocab))
+    val = _shuffled(val_ds.hidden, to_draft(val_lab, state.vocab, n_vocab), tc.seed,
+                    _draft_tokens(val_ds.next, state.vocab, n_vocab))
     report.rows = {"train": len(train_ds), "validation": len(val_ds)}
     status = StatusLine("training", stream=stream)
 
@@ -133,12 +142,12 @@ def run_training(model: "Model", store: DataStore, cfg: RunConfig, output: Path,
         status.show(f"step {p.step}, loss {p.loss:.3f}{val_note}", frac, force=p.val_loss is not None)
 
     t0 = time.monotonic()
-    state = train_heads(state, tc, out, train, val, checkpoint, show)
+    state = train_heads(state, tc, out, train, val, checkpoint, show, embd)
     report.train_s, report.steps, report.history = time.monotonic() - t0, state.step, list(state.history)
     status.close(f"{state.step} steps, best validation score {state.best_score:.3f}")
-    weights = final_weights(state, out)
-    eval_hidden, eval_lab, _ = answer_rows(store.load(EVAL), tc.n_heads)
-    rank = rank_accuracy(weights, eval_hidden, eval_lab, RANK_TOPK)
+    weights = final_weights(state, out, embd)
+    eval_hidden, eval_lab, _, eval_next = answer_rows(store.load(EVAL), tc.n_heads)
+    rank = rank_accuracy(weights, eval_hidden, eval_lab, RANK_TOPK, tokens=eval_next)
     report.rank = tuple(tuple(float(x) for x in row) for row in rank)
     report.coverage = float(np.isin(eval_lab[eval_lab >= 0], state.vocab).mean())
     meta = meta_for(model, report.rank, train_tokens=len(train_ds))

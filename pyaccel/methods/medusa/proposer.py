@@ -197,7 +197,7 @@ class Medusa(Proposer):
         best = float("inf")
         for _ in range(self.tuning.bind_timings):
             t0 = time.perf_counter()
-            self._tree_at(heads, h)
+            self._tree_at(heads, h, int(heads.weights.vocab[0]))
             best = min(best, time.perf_counter() - t0)
         return best
 
@@ -259,9 +259,11 @@ class Medusa(Proposer):
         self._idle = 0
         self._shadows.clear()
 
-    def _tree_at(self, heads: MedusaHeads, h: npt.NDArray[np.float32]) -> tuple[TreeShape, npt.NDArray[np.int32]]:
-        """The heads' ranking at hidden state h and the tree over it: (shape, node tokens)."""
-        ids, probs = heads.weights.top(h, self.topk)
+    def _tree_at(self, heads: MedusaHeads, h: npt.NDArray[np.float32],
+                 token: int) -> tuple[TreeShape, npt.NDArray[np.int32]]:
+        """The heads' ranking at hidden state h, whose logits gave `token` (the last committed
+        token, which token-conditioned heads read), and the tree over it: (shape, node tokens)."""
+        ids, probs = heads.weights.top(h, self.topk, token)
         if self._static is not None:
             shape = self._static
         else:
@@ -309,7 +311,7 @@ class Medusa(Proposer):
             return None
         assert self.heads is not None
         t0 = time.perf_counter()
-        shape, toks = self._tree_at(self.heads, self._h)
+        shape, toks = self._tree_at(self.heads, self._h, tokens[-1])
         self._note_heads_time(time.perf_counter() - t0)
         self._shadows.add(len(tokens), shape, toks)
         return shape, toks
