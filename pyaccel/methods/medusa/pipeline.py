@@ -22,7 +22,7 @@ from .collect import CollectConfig, Collector, CollectReport, open_model
 from .data import EVAL, TRAIN, DataStore, Dataset, TrainPrompt, default_prompts, interleave, labels
 from .evaluate import RANK_TOPK, answer_rows, rank_accuracy
 from .format import default_heads_path, medusa_dir, meta_for, model_label, model_sha256, save_heads
-from .heads import F32, MedusaHeads, rms_normalise
+from .heads import F32, HeadWeights, MedusaHeads, rms_normalise
 from .outmatrix import embedding_rows, output_rows
 from .train import (
     TrainConfig,
@@ -113,27 +113,54 @@ def _shuffled(hidden: np.ndarray, lab: np.ndarray, seed: int, token: np.ndarray)
     return TrainData(hidden[order], lab[order], token[order])
 
 
-def run_training(model: "Model", store: DataStore, cfg: RunConfig, output: Path, checkpoint: Path,
-                 report: RunReport, stream: TextIO | None = None) -> MedusaHeads:
-    """Vocabulary, output rows, training and held-out rank accuracy; writes the heads file."""
-    tc = cfg.train
+@dataclass(frozen=True)
+class TrainInputs:
+    """What training reads besides its state: the frozen output rows and embeddings of the
+    draft vocabulary, and the training and validation rows in draft ids."""
+
+    out: F32
+    embd: F32 | None  # token-conditioned heads only
+    train: TrainData
+    val: TrainData
+
+
+def prepare_training(model: "Model", store: DataStore, tc: TrainConfig,
+                     checkpoint: Path | None = None) -> tuple[TrainState, TrainInputs]:
+    """The state to train (from `checkpoint` when given and present, else fresh over the most
+    frequent labels) and its inputs, from the collected training split."""
     n_vocab = model.n_vocab
     train_ds, train_lab, val_ds, val_lab = training_rows(store.load(TRAIN), tc.n_heads, tc.prompt_rows)
     if not len(train_ds) or not len(val_ds):
         raise ValueError(f"too little data to train on ({len(train_ds)} training rows, {len(val_ds)} validation "
                          "rows): collect longer (--collect-minutes) or give more prompts (--data)")
-    if cfg.resume and checkpoint.is_file():
+    if checkpoint is not None and checkpoint.is_file():
         state = load_checkpoint(checkpoint, tc)
     else:
         state = TrainState.fresh(tc.n_heads, model.backend.n_embd, choose_vocab(train_lab, tc.draft_vocab, n_vocab),
                                  tc.token_conditioned)
-    out = output_rows(model.path, state.vocab)
-    embd: F32 | None = rms_normalise(embedding_rows(model.path, state.vocab)) if state.u is not None else None
+    embd = rms_normalise(embedding_rows(model.path, state.vocab)) if state.u is not None else None
     train = TrainData(train_ds.hidden, to_draft(train_lab, state.vocab, n_vocab),
                       _draft_tokens(train_ds.next, state.vocab, n_vocab))
     val = _shuffled(val_ds.hidden, to_draft(val_lab, state.vocab, n_vocab), tc.seed,
                     _draft_tokens(val_ds.next, state.vocab, n_vocab))
-    report.rows = {"train": len(train_ds), "validation": len(val_ds)}
+    return state, TrainInputs(output_rows(model.path, state.vocab), embd, train, val)
+
+
+def held_out_rank(weights: HeadWeights, store: DataStore, topk: int = RANK_TOPK) -> tuple[np.ndarray, float]:
+    """Rank accuracy [K, topk] of `weights` on the held-out answers, and the share of their
+    labels inside the draft vocabulary."""
+    eval_hidden, eval_lab, _, eval_next = answer_rows(store.load(EVAL), weights.n_heads)
+    rank = rank_accuracy(weights, eval_hidden, eval_lab, topk, tokens=eval_next)
+    return rank, float(np.isin(eval_lab[eval_lab >= 0], weights.vocab).mean())
+
+
+def run_training(model: "Model", store: DataStore, cfg: RunConfig, output: Path, checkpoint: Path,
+                 report: RunReport, stream: TextIO | None = None) -> MedusaHeads:
+    """Vocabulary, output rows, training and held-out rank accuracy; writes the heads file."""
+    tc = cfg.train
+    state, inputs = prepare_training(model, store, tc, checkpoint if cfg.resume else None)
+    out, embd, train, val = inputs.out, inputs.embd, inputs.train, inputs.val
+    report.rows = {"train": len(train.labels), "validation": len(val.labels)}
     status = StatusLine("training", stream=stream)
 
     def show(p: TrainProgress) -> None:
@@ -146,11 +173,9 @@ def run_training(model: "Model", store: DataStore, cfg: RunConfig, output: Path,
     report.train_s, report.steps, report.history = time.monotonic() - t0, state.step, list(state.history)
     status.close(f"{state.step} steps, best validation score {state.best_score:.3f}")
     weights = final_weights(state, out, embd)
-    eval_hidden, eval_lab, _, eval_next = answer_rows(store.load(EVAL), tc.n_heads)
-    rank = rank_accuracy(weights, eval_hidden, eval_lab, RANK_TOPK, tokens=eval_next)
+    rank, report.coverage = held_out_rank(weights, store)
     report.rank = tuple(tuple(float(x) for x in row) for row in rank)
-    report.coverage = float(np.isin(eval_lab[eval_lab >= 0], state.vocab).mean())
-    meta = meta_for(model, report.rank, train_tokens=len(train_ds))
+    meta = meta_for(model, report.rank, train_tokens=len(train.labels))
     heads = MedusaHeads(weights, meta)
     save_heads(output, heads)
     return heads
