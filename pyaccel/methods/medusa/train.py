@@ -40,7 +40,8 @@ class TrainConfig:
 
     n_heads: int = 3
     # Condition each head on the known next token's embedding (U_k e): on Qwen 1.5B's collected data,
-    # 400 steps, held-out top-1 0.31 / 0.14 / 0.05 for heads 1-3 against 0.28 / 0.10 / 0.05 without.
+    # 400 steps, held-out top-1 0.305 / 0.113 / 0.053 for heads 1-3 against 0.278 / 0.101 / 0.053
+    # without (benchmarks/medusa_conditioning.py); each step costs ~24% more.
     token_conditioned: bool = True
     # Held-out label coverage 0.84 / 0.90 / 0.95 at 8k / 16k / 32k on Qwen 1.5B, but every step (training
     # and decoding) costs ~2x / ~4x the 8k one:
