@@ -153,6 +153,10 @@ def test_info_prints_target_and_accuracy(tmp_path: Path, capsys: pytest.CaptureF
     out = capsys.readouterr().out
     assert "some-model" in out and "heads: 3" in out and "draft vocabulary: 40" in out
     assert "head 1: top-1" in out
+    assert "heads read: the hidden state\n" in out
+    path = save_heads(tmp_path / "c.gguf", _heads(conditioned=True))
+    assert main(["medusa", "info", str(path)]) == 0
+    assert "heads read: the hidden state and the next token's embedding" in capsys.readouterr().out
 
 
 def test_heads_for_another_target_are_refused(gemma: pyaccel.Model) -> None:

@@ -351,6 +351,11 @@ def test_cli_train_resume_info_and_eval(gemma_path: Path, tmp_path: Path, monkey
     assert heads.meta.train_tokens > 0 and heads.meta.target_name == gemma_path.name
     assert main(args + ["--steps", "6", "--resume"]) == 0
     assert "6 steps" in capsys.readouterr().out
+    alone = tmp_path / "alone.gguf"
+    assert main([str(alone) if a == str(out) else a for a in args]
+                + ["--steps", "2", "--keep-data", "--no-token-conditioning"]) == 0
+    capsys.readouterr()
+    assert heads.weights.conditioned and not load_heads(alone).weights.conditioned
     assert main(["medusa", "eval", "-m", str(gemma_path), "--heads", str(out), "--data", str(data),
                  "--tau-prompts", "1", "--max-tokens", "12", "--threads", "2"]) == 0
     text = capsys.readouterr().out

@@ -47,6 +47,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     train.add_argument("--lr", type=float, default=_TRAIN.lr)
     train.add_argument("--batch", type=int, default=_TRAIN.batch, help="rows per training step")
     train.add_argument("--no-prompt-rows", action="store_true", help="train on answer positions only")
+    train.add_argument("--no-token-conditioning", action="store_true",
+                       help="heads read the hidden state alone, not also the embedding of the token after it "
+                            "(smaller files, ~15%% faster heads, lower accuracy)")
     train.add_argument("--slots", type=int, default=_COLLECT.slots, help="answers generated side by side")
     train.add_argument("--max-new-tokens", type=int, default=_COLLECT.max_new_tokens, help="answer tokens per prompt")
     train.add_argument("--threads", type=int, default=None)
@@ -80,7 +83,8 @@ def _train(args: argparse.Namespace) -> int:
     cfg = RunConfig(
         collect=CollectConfig(slots=args.slots, max_new_tokens=args.max_new_tokens),
         train=TrainConfig(n_heads=args.heads, draft_vocab=args.draft_vocab, lr=args.lr, batch=args.batch,
-                          prompt_rows=not args.no_prompt_rows, minutes=args.train_minutes, steps=args.steps),
+                          prompt_rows=not args.no_prompt_rows, minutes=args.train_minutes, steps=args.steps,
+                          token_conditioned=not args.no_token_conditioning),
         collect_minutes=args.collect_minutes, eval_minutes=args.eval_minutes, threads=args.threads,
         resume=args.resume, keep_data=args.keep_data)
     t0 = time.monotonic()
@@ -91,12 +95,14 @@ def _train(args: argparse.Namespace) -> int:
 
 
 def _info(args: argparse.Namespace) -> int:
-    from ..methods.medusa.format import read_meta
+    from ..methods.medusa.format import is_token_conditioned, read_meta
 
     meta, n_heads, draft_vocab = read_meta(args.file)
     print(f"file: {args.file} ({args.file.stat().st_size / 1e6:.1f} MB)")
     print(f"target: {meta.target_name} ({meta.architecture}, sha256 {meta.target_sha256})")
     print(f"n_embd: {meta.n_embd}  n_vocab: {meta.n_vocab}  heads: {n_heads}  draft vocabulary: {draft_vocab}")
+    reads = "the hidden state and the next token's embedding" if is_token_conditioned(args.file) else "the hidden state"
+    print(f"heads read: {reads}")
     print(f"trained on: {meta.train_tokens:,} positions")
     for k, row in enumerate(meta.rank_accuracy):
         print(f"head {k + 1}: top-1 {row[0]:.3f}  top-5 {sum(row[:5]):.3f}  (held-out)")

@@ -117,6 +117,13 @@ def read_meta(path: str | os.PathLike[str]) -> tuple[HeadsMeta, int, int]:
     return _meta_of(reader, path)
 
 
+def is_token_conditioned(path: str | os.PathLike[str]) -> bool:
+    """Do the heads of this file read the next token's embedding too (format 2)?"""
+    import gguf
+
+    return any(t.name == "medusa.embd" for t in gguf.GGUFReader(_existing(path)).tensors)
+
+
 def _existing(path: str | os.PathLike[str]) -> Path:
     path = Path(path)
     if not path.is_file():
