@@ -11,17 +11,15 @@ from pathlib import Path
 import pytest
 
 import pyaccel
-from pyaccel import CostModel, Medusa
+from pyaccel import Auto, CostModel, Medusa
 from pyaccel.cli import args as cli_args
-from pyaccel import Auto
 from pyaccel.methods.medusa import MedusaHeads, format as heads_format
 from pyaccel.methods.medusa.format import default_heads_path, save_heads
 
 from conftest import TEST_N_CTX
 from lossless import assert_greedy_equivalent
-from test_medusa_decode import NODES, PROMPTS, make_heads
+from test_medusa_decode import N_TOKENS, NODES, PROMPTS, greedy_runs, heads_for_runs
 
-N_TOKENS = 20
 # Verification nearly free: every tree the heads offer pays.
 FLAT = CostModel.fixed([1.0 + 0.001 * b for b in range(64)])
 
@@ -35,17 +33,12 @@ def hidden_gemma(gemma_path: Path) -> pyaccel.Model:
 
 @pytest.fixture(scope="module")
 def runs(hidden_gemma: pyaccel.Model) -> list[tuple[list[int], list[int]]]:
-    plain = pyaccel.Generator(hidden_gemma, "plain")
-    out = []
-    for text in PROMPTS:
-        prompt = hidden_gemma.tokenize(text)
-        out.append((prompt, plain.generate(prompt, max_tokens=N_TOKENS).tokens))
-    return out
+    return greedy_runs(hidden_gemma)
 
 
 @pytest.fixture(scope="module")
 def heads(hidden_gemma: pyaccel.Model, runs: list) -> MedusaHeads:
-    return make_heads(hidden_gemma, sorted({t for prompt, out in runs for t in prompt + out}))
+    return heads_for_runs(hidden_gemma, runs)
 
 
 @pytest.mark.parametrize("tree", ["static", "dynamic"])

@@ -64,20 +64,29 @@ def make_heads(model: pyaccel.Model, vocab: list[int], seed: int = 0, n_heads: i
     return MedusaHeads(weights, meta if meta is not None else target_meta(model))
 
 
-@pytest.fixture(scope="module")
-def plain_runs(hidden_model: pyaccel.Model) -> list[tuple[list[int], list[int]]]:
-    plain = pyaccel.Generator(hidden_model, "plain")
+def greedy_runs(model: pyaccel.Model) -> list[tuple[list[int], list[int]]]:
+    """(prompt, plain greedy output) for each of PROMPTS: the reference of the decoding tests."""
+    plain = pyaccel.Generator(model, "plain")
     runs = []
     for text in PROMPTS:
-        prompt = hidden_model.tokenize(text)
+        prompt = model.tokenize(text)
         runs.append((prompt, plain.generate(prompt, max_tokens=N_TOKENS).tokens))
     return runs
 
 
+def heads_for_runs(model: pyaccel.Model, runs: list[tuple[list[int], list[int]]]) -> MedusaHeads:
+    """`make_heads` over the tokens the runs' prompts and outputs use."""
+    return make_heads(model, sorted({t for prompt, out in runs for t in prompt + out}))
+
+
+@pytest.fixture(scope="module")
+def plain_runs(hidden_model: pyaccel.Model) -> list[tuple[list[int], list[int]]]:
+    return greedy_runs(hidden_model)
+
+
 @pytest.fixture(scope="module")
 def text_heads(hidden_model: pyaccel.Model, plain_runs: list) -> MedusaHeads:
-    vocab = sorted({t for prompt, out in plain_runs for t in prompt + out})
-    return make_heads(hidden_model, vocab)
+    return heads_for_runs(hidden_model, plain_runs)
 
 
 class FirstHidden(Medusa):
