@@ -277,6 +277,31 @@ def test_training_lowers_the_toy_loss() -> None:
     assert after < 0.7 * before and acc[0] > 3 / 20  # chance: 1 / 20
 
 
+
+def test_adam_decay_shrinks_only_when_asked() -> None:
+    """Decoupled decay: with a zero gradient, decay 0 leaves the parameter as it was and decay d
+    scales it by exactly 1 - lr d."""
+    p = np.random.default_rng(3).standard_normal((4, 4)).astype(np.float32)
+    for decay, expected in ((0.0, p), (0.5, p * np.float32(1 - 0.1 * 0.5))):
+        q, m, v = p.copy(), np.zeros_like(p), np.zeros_like(p)
+        T._adam(q, np.zeros_like(p), m, v, 1, 0.1, decay)
+        np.testing.assert_array_equal(q, expected)
+
+
+def test_weight_decay_shrinks_w_and_u_and_zero_changes_nothing() -> None:
+    out, tr, va = _toy(4)
+    embd = np.random.default_rng(5).standard_normal(out.shape).astype(np.float32)
+    base = T.TrainConfig(n_heads=3, draft_vocab=20, steps=40, batch=32, lr=3e-2, validate_every=1000)
+    states = {}
+    for name, cfg in (("default", base), ("zero", replace(base, weight_decay=0.0)),
+                      ("decayed", replace(base, weight_decay=5.0))):
+        fresh = T.TrainState.fresh(3, 12, np.arange(20, dtype=np.int32), True)
+        states[name] = T.train_heads(fresh, cfg, out, tr, va, embd=embd)
+    for a in ("w", "b", "u"):
+        np.testing.assert_array_equal(getattr(states["zero"], a), getattr(states["default"], a))
+    for a in ("w", "u"):
+        assert np.linalg.norm(getattr(states["decayed"], a)) < 0.9 * np.linalg.norm(getattr(states["default"], a))
+
 GEMMA_PROMPTS = [
     "List the planets of the solar system in order.", "Write a Python function that adds two numbers.",
     "Explain what a hash table is.", "Count from one to twenty in words.", "Name five colours of the rainbow.",

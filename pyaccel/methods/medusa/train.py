@@ -50,7 +50,7 @@ class TrainConfig:
     lr: float = 1e-3
     lr_floor: float = 0.1  # cosine decay to lr * lr_floor over the planned steps
     batch: int = 256
-    weight_decay: float = 0.0  # decoupled (AdamW), on w only
+    weight_decay: float = 0.0  # decoupled (AdamW), on W and U (not b)
     head_decay: float = 0.8  # loss weight of head k (0-based): head_decay ** k
     prompt_rows: bool = True  # also train on prompt positions (labels: the target's greedy picks)
     minutes: float = 9.0  # training time budget (None steps: as many as fit)
