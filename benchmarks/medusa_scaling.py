@@ -110,12 +110,12 @@ def parse_target(text: str) -> tuple[int, float]:
 def report(path: Path, targets: list[tuple[int, float]], rows_per_minute: float | None) -> str:
     """The runs as a markdown table, and per unit and target head the fit over the undecayed
     runs (the whole data is the same run in both units)."""
-    rows = sorted(read_rows(path), key=lambda r: (r["unit"], r["weight_decay"], r["fraction"]))
-    header = "| unit | fraction | train rows | steps | weight decay | head 1 top-1 / top-5 | head 2 | head 3 | coverage |"
-    lines = [header + " seconds |", "|---|---|---|---|---|---|---|---|---|---|"]
+    rows = sorted(read_rows(path), key=lambda r: (r["unit"], r["weight_decay"], r["fraction"], r["seed"]))
+    header = "| unit | fraction | seed | train rows | steps | weight decay | head 1 top-1 / top-5 | head 2 | head 3 |"
+    lines = [header + " coverage | seconds |", "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         heads = " | ".join(f"{t1:.3f} / {t5:.3f}" for t1, t5 in zip(r["top1"], r["top5"]))
-        lines.append(f"| {r['unit']} | {r['fraction']:g} | {r['train_rows']:,} | {r['steps']} | {r['weight_decay']:g} "
+        lines.append(f"| {r['unit']} | {r['fraction']:g} | {r['seed']} | {r['train_rows']:,} | {r['steps']} | {r['weight_decay']:g} "
                      f"| {heads} | {r['coverage']:.3f} | {r['seconds']:.0f} |")
     whole = [r for r in rows if r["weight_decay"] == 0 and r["fraction"] >= 1.0][:1]  # the same run in both units
     for unit in sorted({r["unit"] for r in rows}):
