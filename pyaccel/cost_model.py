@@ -104,8 +104,16 @@ def learnt_evidence(samples: CostSamples, max_batch: int = MAX_MEASURED_BATCH) -
     for b, by_bucket in sorted(points.items()):
         buckets = sorted(by_bucket)
         ev.relative[b] = ([bucket_depth(k) for k in buckets],
-                          [max(1.0, by_bucket[k] / ev.t1_at(bucket_depth(k))) for k in buckets])
+                          [relative_cost(b, by_bucket[k], ev.t1_at(bucket_depth(k))) for k in buckets])
     return ev
+
+
+def relative_cost(tokens: int, seconds: float, t1: float) -> float:
+    """A decode of `tokens` taking `seconds` relative to one token taking `t1`, kept within
+    [1, tokens]: a batch never costs more than decoding its tokens one by one, so a ratio
+    above that compares timings taken under different loads (a burst of contention while
+    one size was timed and not the other), not the batch."""
+    return min(float(tokens), max(1.0, seconds / t1))
 
 
 def _prefill_bounds(samples: CostSamples, points: dict[int, dict[int, float]], max_batch: int) -> None:

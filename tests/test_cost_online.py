@@ -154,6 +154,15 @@ def test_depths_interpolate_and_hold_beyond() -> None:
     assert costs.relative_at(deep)[3] == pytest.approx(1.7)
 
 
+def test_a_size_timed_under_contention_costs_at_most_its_tokens() -> None:
+    s = _samples([2, 4])
+    for _ in range(30):  # every 2-token sample taken while another process held the cores
+        s.add(VERIFY, 2, 0, 12.0 * T1)
+    curve = CostModel(learnt=s).relative_at(0)
+    assert curve[1] == pytest.approx(2.0)  # two single-token decodes' time, not 12
+    assert curve[3] == pytest.approx(CostModel(learnt=_samples([2, 4])).relative_at(0)[3])
+
+
 def test_prefills_bound_larger_verifications() -> None:
     """Once the output rows' cost is known (a size timed both ways), a prefill of n tokens
     bounds verifications of b <= n tokens by the prefill plus b - 1 output rows."""
