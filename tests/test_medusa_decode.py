@@ -185,10 +185,15 @@ def test_cost_model_keeps_the_heads_off_where_they_cannot_pay(hidden_model: pyac
     assert costly.counters["heads_runs"] == 0
     # A tree always accepted would pay, the estimated ones do not: the heads run only as probes.
     shallow = CostModel.fixed([1.0 + 0.9 * b for b in range(64)])
-    probing = Medusa(text_heads, costs=shallow, heads_cost=0.01, tuning=MedusaTuning(recheck_every=4))
+    probing = Medusa(text_heads, costs=shallow, heads_cost=0.01,
+                     tuning=MedusaTuning(recheck_every=4, probe_backoff_max=4))
     got = pyaccel.Generator(hidden_model, probing).generate(prompt, max_tokens=N_TOKENS)
     assert probing.counters["heads_runs"] == probing.counters["probes"] >= 3
     assert_greedy_equivalent(hidden_model, prompt, want, got.tokens)
+    # Probes that find nothing paying back off: intervals 4, 8, 16 (steps 4 and 12 of 19).
+    backing_off = Medusa(text_heads, costs=shallow, heads_cost=0.01, tuning=MedusaTuning(recheck_every=4))
+    pyaccel.Generator(hidden_model, backing_off).generate(prompt, max_tokens=N_TOKENS)
+    assert backing_off.counters["heads_runs"] == backing_off.counters["probes"] == 2
 
 
 def test_sampling_distribution_is_the_targets(hidden_model: pyaccel.Model) -> None:

@@ -35,11 +35,13 @@ class DepthCalibration:
         self.prior_weight = prior_weight
         self.expected = np.zeros(n_depths)
         self.reached = np.zeros(n_depths)
+        self.observed = 0  # trees observed (a version of the scales)
 
     def observe(self, expected: npt.NDArray[np.float64], depth_reached: int) -> None:
         """One tree: expected[d] = its score mass at depth d + 1; the real path reached
         `depth_reached` of its depths."""
         n = min(len(expected), len(self.expected))
+        self.observed += 1
         for d in range(n):
             if expected[d] <= 0.0:
                 continue

@@ -20,8 +20,11 @@ dynamic: a decayed mean of the gains its recent trees planned). Once run, their 
 sunk and the subset of the tree with the best expected tokens per cost is verified. When
 nothing pays the heads stay off and run once every `recheck_every` steps (a probe, rarer
 where the heads are slow: at most `probe_share` of the time), so that the calibration
-(`calibration`) keeps learning; where even a tree that is always accepted cannot pay,
-they never run.
+(`calibration`) keeps learning; each probe after which they still do not pay doubles the
+interval (up to `probe_backoff_max` steps), so heads that never pay on a device cost
+almost nothing there; where even a tree that is always accepted cannot pay, they never
+run. The gate's own plan is reused for `gate_reuse` steps while the depth's cost curve,
+the step's limit and the calibration stay the same.
 """
 
 from __future__ import annotations
@@ -35,7 +38,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ... import _core
-from ...cost_model import CostModel
+from ...cost_model import DEPTH_STEP, CostModel
 from ...types import Draft, SamplingConfig, StepOutcome
 from ..base import Proposer
 from ..candidate import Candidate
@@ -57,6 +60,12 @@ class MedusaTuning:
     # in more where their time would exceed probe_share of those steps' plain decoding.
     recheck_every: int = 32
     probe_share: float = 0.02
+    # Each probe after which the heads still do not pay doubles the probe interval, up to
+    # this many steps; a step where they pay sets it back to recheck_every.
+    probe_backoff_max: int = 512
+    # Steps for which the gate's decision is reused (same depth bucket, limit and
+    # calibration): the heads' measured cost drifts slowly.
+    gate_reuse: int = 8
     # Per-depth calibration of path scores: decay per observed tree, prior weight (in
     # expected acceptances) of "the scores are right".
     calibration_decay: float = 0.98
@@ -69,9 +78,12 @@ class MedusaTuning:
     bind_timings: int = 3
 
     def validate(self) -> None:
-        if self.recheck_every < 1 or self.bind_timings < 1:
-            raise ValueError(f"recheck_every and bind_timings must be >= 1, got {self.recheck_every}, "
-                             f"{self.bind_timings}")
+        if self.recheck_every < 1 or self.bind_timings < 1 or self.gate_reuse < 1:
+            raise ValueError(f"recheck_every, bind_timings and gate_reuse must be >= 1, got {self.recheck_every}, "
+                             f"{self.bind_timings}, {self.gate_reuse}")
+        if self.probe_backoff_max < self.recheck_every:
+            raise ValueError(f"probe_backoff_max must be >= recheck_every, got {self.probe_backoff_max} < "
+                             f"{self.recheck_every}")
         for name in ("probe_share", "calibration_decay", "gain_decay", "heads_time_decay"):
             if not 0.0 < getattr(self, name) <= 1.0:
                 raise ValueError(f"{name} must be in (0, 1], got {getattr(self, name)}")
@@ -175,6 +187,9 @@ class Medusa(Proposer):
                 measured = self._costs.measured
                 self._token_s = measured.token_s if measured is not None else self._costs.token_s(backend)
         self._gain = self._prior_gain()
+        self._probe_every = float(t.recheck_every)
+        self._idle = 0
+        self._gate_memo: tuple[tuple[int, int, int], int, bool] | None = None
         self._counts = {k: 0.0 for k in ("steps", "heads_runs", "probes", "verified_steps", "drafted", "accepted",
                                          "tree_nodes")}
 
@@ -225,6 +240,17 @@ class Medusa(Proposer):
         c = self.heads_cost
         if self._static is None:
             return self._gain > c
+        key = (depth // DEPTH_STEP, limit, self._calibration.observed)
+        memo = self._gate_memo
+        if memo is not None and memo[0] == key and self._counts["steps"] - memo[1] < self.tuning.gate_reuse:
+            return memo[2]
+        worth = self._static_pays(depth, limit, c)
+        self._gate_memo = (key, int(self._counts["steps"]), worth)
+        return worth
+
+    def _static_pays(self, depth: int, limit: int, c: float) -> bool:
+        """Does the best plan on the calibrated static tree pay, the heads' cost c included?"""
+        assert self._costs is not None and self._static is not None
         shape = self._static.prefix(limit)
         curve = with_step_cost(self._costs.curve(depth), c)
         plan = _core.tree_plan(curve, self._calibration.apply(shape), shape.parents, min(limit, curve.measured - 1))
@@ -241,11 +267,13 @@ class Medusa(Proposer):
         """Run the heads this step? (cost model on)"""
         if self._worth_running(depth, limit):
             self._idle = 0
+            self._probe_every = float(self.tuning.recheck_every)
             return True
         self._idle += 1
-        every = max(self.tuning.recheck_every, self.heads_cost / self.tuning.probe_share)
+        every = max(self._probe_every, self.heads_cost / self.tuning.probe_share)
         if self._idle >= every and self._could_pay(depth, limit):
             self._idle = 0
+            self._probe_every = min(2.0 * self._probe_every, float(self.tuning.probe_backoff_max))
             self._counts["probes"] += 1
             return True
         return False
