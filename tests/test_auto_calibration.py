@@ -7,11 +7,12 @@ import pytest
 
 import pyaccel
 from pyaccel.methods.auto.calibration import Calibration, CalibrationTuning
-from pyaccel.methods.auto.merge import MergedTree, merge_trees
-from pyaccel.methods.auto.policy import AutoTuning
+from pyaccel.methods.auto import Candidate
+from pyaccel.methods.auto.merge import MergedTree, cap_siblings, merge_trees
+from pyaccel.methods.auto.policy import AutoTuning, may_pay, plan_tree
 from pyaccel.types import SamplingConfig, StepOutcome
 
-from test_auto import CPU, Scripted, chain
+from test_auto import CPU, FLAT, Scripted, chain
 
 
 def two_source_tree() -> MergedTree:
@@ -23,7 +24,7 @@ def test_no_evidence_leaves_estimates_alone() -> None:
     assert Calibration().apply(tree).tolist() == pytest.approx(tree.path_probs.tolist())
 
 
-def test_an_overconfident_proposer_is_scaled_down_in_its_band_only() -> None:
+def test_an_overconfident_proposer_is_distrusted_most_in_its_band() -> None:
     tree = two_source_tree()  # lookup: 0.5, 0.25, 0.125; pool: 0.9, 0.81 (capped together below 1)
     cal = Calibration(CalibrationTuning(decay=1.0, prior_weight=2.0))
     lookup_nodes = np.flatnonzero(np.asarray([tree.sources[o] for o in tree.owner]) == "lookup")
@@ -31,12 +32,16 @@ def test_an_overconfident_proposer_is_scaled_down_in_its_band_only() -> None:
     for _ in range(20):
         cal.record(tree, first, np.zeros(0, np.int64))
     probs = cal.apply(tree)
-    # accepted 0 of a predicted 20 * p: ratio = 2 / (20 p + 2)
+    # accepted 0 of a predicted 20 p: overall R = 2 / (20 p + 2); its band (0 + 2 R) / (20 p + 2)
     p = tree.path_probs[first[0]]
-    assert probs[first[0]] == pytest.approx(p * 2.0 / (20 * p + 2.0))
+    overall = 2.0 / (20 * p + 2.0)
+    assert probs[first[0]] == pytest.approx(p * 2.0 * overall / (20 * p + 2.0))
     pool = [i for i in range(len(tree)) if tree.sources[tree.owner[i]] == "pool"]
     assert probs[pool].tolist() == pytest.approx(tree.path_probs[pool].tolist())  # another proposer
-    # Deeper lookup nodes sit in other bands (no evidence) but never above their parent.
+    # Deeper lookup nodes sit in bands without evidence: scaled by the proposer's overall
+    # ratio (and never above their parent).
+    for i in lookup_nodes[1:]:
+        assert probs[i] == pytest.approx(min(tree.path_probs[i] * overall, probs[tree.parents[i]]))
     for i, par in enumerate(tree.parents.tolist()):
         if par >= 0:
             assert probs[i] <= probs[par] + 1e-12
@@ -114,3 +119,47 @@ def test_stats_say_which_proposer_each_accepted_token_came_from() -> None:
     plain_counts = Counting({"drafted": 4.0, "accepted": 4.0})
     assert accepted_by(plain_counts, {}, 4) == {"mix": 4}  # a single method: all its own
     assert accepted_by(plain_counts, {}, 0) == {}
+
+
+# ---- the bound that skips building the tree -------------------------------------------------
+
+
+def _random_candidates(rng: np.random.Generator) -> list[Candidate]:
+    out = []
+    for c in range(int(rng.integers(1, 4))):
+        n = int(rng.integers(1, 6))
+        parents = np.array([-1] + [int(rng.integers(-1, i)) for i in range(1, n)], np.int32)
+        probs = np.empty(n)
+        for i, par in enumerate(parents.tolist()):
+            probs[i] = (1.0 if par < 0 else probs[par]) * float(rng.uniform(0.05, 1.0))
+        tokens = rng.integers(0, 4, size=n).astype(np.int32)  # few tokens: candidates overlap
+        out.append(Candidate(tokens, parents, cap_siblings(parents, probs), f"s{c}"))
+    return out
+
+
+@pytest.mark.parametrize("curve", [CPU, FLAT, [1.0, 1.55, 1.9, 1.7] + [3.0] * 28], ids=["cpu", "flat", "bumpy"])
+def test_the_bound_never_skips_a_tree_that_pays(curve: list[float]) -> None:
+    costs = pyaccel.CostModel.fixed(curve)
+    rng = np.random.default_rng(7)
+    skipped = 0
+    for _ in range(300):
+        cands = _random_candidates(rng)
+        tree = merge_trees(cands, max_leaves=8)
+        budget = int(rng.integers(1, 12))
+        margin = float(rng.choice([0.0, 0.03, 0.2]))
+        bound = may_pay(costs.curve(0), np.concatenate([c.path_probs for c in cands]), budget, margin)
+        plan = plan_tree(costs, tree, tree.path_probs, 0, budget, margin)
+        assert bound or plan is None  # a plan that pays is never skipped
+        skipped += int(not bound)
+    assert skipped > 0  # and on this mix some steps are skipped without a tree
+
+
+def test_auto_builds_no_tree_where_nothing_could_pay() -> None:
+    weak = Scripted("weak", [chain([10, 11, 12], 0.3, "weak")])
+    auto = pyaccel.Auto(lookup=False, lookahead=False, use_draft=False, extra=[weak],
+                        costs=pyaccel.CostModel.fixed(CPU))
+    auto.begin([1, 2, 3], SamplingConfig())
+    draft = auto.propose([1, 2, 3], budget=32)
+    assert len(draft) == 0 and auto._step is not None and auto._step.tree is None
+    auto.observe(StepOutcome(draft, [], 99, 3, np.zeros((1, 4), np.float32)))
+    assert auto.counters["steps"] == 1 and "drafting_steps" not in auto.counters

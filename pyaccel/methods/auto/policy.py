@@ -1,6 +1,7 @@
 """What `auto` runs and verifies: the tuning knobs and the decisions made from the cost model.
 
     draft_may_pay   whether the draft model is worth loading on this device at all
+    may_pay         whether any tree of this step's candidates could pay (before merging)
     plan_tree       the subset of the merged tree worth verifying this step
     draft_runs      whether this step's draft-model run is expected to beat the free tree
 
@@ -94,6 +95,21 @@ def draft_may_pay(costs: CostModel, depths: list[int], cost_floor: float, tuning
         if plan.best_len > 0 and plan.expected_speedup > 1.0 + tuning.draft_margin:
             return True
     return False
+
+
+def may_pay(curve: "_core.CostCurve", probs: np.ndarray, limit: int, margin: float = 0.0) -> bool:
+    """Could any `limit` or fewer of these candidate nodes (calibrated P(accepted) each,
+    before merging) beat plain decoding by `margin` on `curve`? An upper bound on every tree
+    `plan_tree` could pick from them: it takes the n likeliest nodes whatever their
+    parents, and merging only ever takes the larger of two estimates of one node. Most
+    steps on text unlike the context end here, without building the tree."""
+    n = min(len(probs), limit, curve.measured - 1)
+    if n < 1:
+        return False
+    best = np.sort(np.asarray(probs, dtype=np.float64))[::-1][:n]
+    expected = 1.0 + np.cumsum(best)
+    cost = np.asarray(curve.times[1:n + 1], dtype=np.float64) / curve.times[0]
+    return bool(np.any(expected >= (1.0 + margin) * cost))
 
 
 def plan_tree(costs: CostModel, tree: MergedTree, path_probs: np.ndarray, depth: int, budget: int,

@@ -15,7 +15,8 @@ Per step:
 
 The estimates are rescaled by `Calibration` (accepted versus predicted nodes per proposer
 and band of estimate) before planning, and a step drafts only if its plan beats plain
-decoding by `AutoTuning.plan_margin`. Each proposer learns its acceptance from the committed tokens (lookup and n-gram caches by
+decoding by `AutoTuning.plan_margin`; where not even the likeliest candidates, taken
+together whatever their places, could (`policy.may_pay`), the tree is not built at all. Each proposer learns its acceptance from the committed tokens (lookup and n-gram caches by
 shadow drafts, the pool by scoring its tree, the draft model along its chain), so an
 estimate improves whether or not its nodes were verified. The proposers live as long as
 the Generator: what they learn about copies, caches and the draft carries over from call
@@ -42,7 +43,8 @@ from ..ngram import NgramCacheDrafter
 from ..candidate import Candidate, CandidateProposer
 from .calibration import Calibration, CalibrationTuning
 from .merge import MergedTree, merge_trees
-from .policy import AutoTuning, draft_cost_floor, draft_may_pay, draft_runs, local_draft_path, plan_tree
+from .policy import (AutoTuning, draft_cost_floor, draft_may_pay, draft_runs, local_draft_path, may_pay,
+                     plan_tree)
 
 if TYPE_CHECKING:
     from ...model import Model
@@ -52,8 +54,9 @@ PathLike = Union[str, "os.PathLike[str]"]
 
 @dataclass(frozen=True)
 class _Step:
-    """What this step verified: the merged tree and the nodes of it in the draft (None: the
-    draft model's own draft, verified alone), and the draft model's chain if it ran."""
+    """What this step verified: the merged tree and the nodes of it in the draft (tree None:
+    no tree was built, or the draft model's own draft was verified alone, its chain then
+    set), and the draft model's chain if it ran."""
 
     tree: MergedTree | None
     nodes: np.ndarray
@@ -174,8 +177,11 @@ class Auto(Proposer):
         self._count("steps")
         depth = len(tokens)
         cands = [c for sub in self.subs for c in sub.candidates(tokens, budget)]
-        tree = merge_trees(cands, self._max_leaves)
-        plan = self._plan(tree, depth, budget)
+        tree: MergedTree | None = None
+        plan: "_core.TreePlan | None" = None
+        if self._may_pay(cands, depth, budget):
+            tree = merge_trees(cands, self._max_leaves)
+            plan = self._plan(tree, depth, budget)
         chain: list[int] | None = None
         if self.drafter is not None:
             dp = self.drafter.plan(tokens, budget)
@@ -191,7 +197,7 @@ class Auto(Proposer):
                 plan = self._plan(tree, depth, budget)
         nodes = np.asarray(plan.nodes if plan is not None else [], dtype=np.int64)
         self._step = _Step(tree, nodes, chain)
-        if plan is None or not len(nodes):
+        if tree is None or plan is None or not len(nodes):
             return Draft.empty()
         self._count("drafting_steps")
         owners = [tree.sources[k] for k in tree.owner[nodes]]
@@ -199,6 +205,15 @@ class Auto(Proposer):
         if len(set(owners)) > 1:
             self._count("mixed_steps")
         return Draft(tree.tokens[nodes], np.asarray(plan.parents, dtype=np.int32))
+
+    def _may_pay(self, cands: list[Candidate], depth: int, budget: int) -> bool:
+        """Could a tree of these candidates pay at all (`policy.may_pay` on their calibrated
+        estimates)? If not, the step skips merging and planning."""
+        assert self._costs is not None
+        if not cands:
+            return False
+        probs = np.concatenate([self.calibration.scaled(c.source, c.path_probs) for c in cands])
+        return may_pay(self._costs.curve(depth), probs, budget, self.tuning.plan_margin)
 
     def _plan(self, tree: MergedTree, depth: int, budget: int) -> "_core.TreePlan | None":
         assert self._costs is not None
@@ -214,8 +229,10 @@ class Auto(Proposer):
             self.calibration.record(step.tree, step.nodes, kept)
             self._count_nodes("accepted", [step.tree.sources[k] for k in step.tree.owner[kept]])
             self._count("accepted_shared", float(step.tree.shared[kept].sum()))
-        elif self.drafter is not None:
-            self._count_nodes("accepted", [self.drafter.name] * len(outcome.accepted))
+        else:
+            self.calibration.fade()
+            if step.draft_chain is not None and self.drafter is not None:  # its own draft, verified alone
+                self._count_nodes("accepted", [self.drafter.name] * len(outcome.accepted))
         as_chain = _as_chain(outcome, committed)
         for sub in self.subs:
             sub.observe(as_chain)
