@@ -23,8 +23,8 @@ where the heads are slow: at most `probe_share` of the time), so that the calibr
 (`calibration`) keeps learning; each probe after which they still do not pay doubles the
 interval (up to `probe_backoff_max` steps), so heads that never pay on a device cost
 almost nothing there; where even a tree that is always accepted cannot pay, they never
-run. The gate's own plan is reused for `gate_reuse` steps while the depth's cost curve,
-the step's limit and the calibration stay the same.
+run. The gate's own plan is reused for `gate_reuse` steps while the depth's cost curve
+and the calibration stay the same and the step's limit does not grow.
 """
 
 from __future__ import annotations
@@ -63,8 +63,8 @@ class MedusaTuning:
     # Each probe after which the heads still do not pay doubles the probe interval, up to
     # this many steps; a step where they pay sets it back to recheck_every.
     probe_backoff_max: int = 512
-    # Steps for which the gate's decision is reused (same depth bucket, limit and
-    # calibration): the heads' measured cost drifts slowly.
+    # Steps for which the gate's decision is reused (same depth bucket and calibration, no
+    # larger limit): the heads' measured cost drifts slowly.
     gate_reuse: int = 8
     # Per-depth calibration of path scores: decay per observed tree, prior weight (in
     # expected acceptances) of "the scores are right".
@@ -189,7 +189,7 @@ class Medusa(Proposer):
         self._gain = self._prior_gain()
         self._probe_every = float(t.recheck_every)
         self._idle = 0
-        self._gate_memo: tuple[tuple[int, int, int], int, bool] | None = None
+        self._gate_memo: tuple[tuple[int, int], int, int, bool] | None = None
         self._counts = {k: 0.0 for k in ("steps", "heads_runs", "probes", "verified_steps", "drafted", "accepted",
                                          "tree_nodes")}
 
@@ -240,12 +240,14 @@ class Medusa(Proposer):
         c = self.heads_cost
         if self._static is None:
             return self._gain > c
-        key = (depth // DEPTH_STEP, limit, self._calibration.observed)
+        key = (depth // DEPTH_STEP, self._calibration.observed)
         memo = self._gate_memo
         if memo is not None and memo[0] == key and self._counts["steps"] - memo[1] < self.tuning.gate_reuse:
-            return memo[2]
+            # A tree that does not pay within `limit` nodes does not within fewer.
+            if limit == memo[2] or (limit < memo[2] and not memo[3]):
+                return memo[3]
         worth = self._static_pays(depth, limit, c)
-        self._gate_memo = (key, int(self._counts["steps"]), worth)
+        self._gate_memo = (key, int(self._counts["steps"]), limit, worth)
         return worth
 
     def _static_pays(self, depth: int, limit: int, c: float) -> bool:
