@@ -16,7 +16,8 @@ Per step:
 The estimates are rescaled by `Calibration` (accepted versus predicted nodes per proposer
 and band of estimate) before planning, and a step drafts only if its plan beats plain
 decoding by `AutoTuning.plan_margin`; where not even the likeliest candidates, taken
-together whatever their places, could (`policy.may_pay`), the tree is not built at all. Each proposer learns its acceptance from the committed tokens (lookup and n-gram caches by
+together whatever their places, could (`policy.may_pay`), the tree is not built at all.
+Each proposer learns its acceptance from the committed tokens (lookup and n-gram caches by
 shadow drafts, the pool by scoring its tree, the draft model along its chain), so an
 estimate improves whether or not its nodes were verified. The proposers live as long as
 the Generator: what they learn about copies, caches and the draft carries over from call
