@@ -21,8 +21,8 @@ sunk and the subset of the tree with the best expected tokens per cost is verifi
 nothing pays the heads stay off and run once every `recheck_every` steps (a probe, rarer
 where the heads are slow: at most `probe_share` of the time), so that the calibration
 (`calibration`) keeps learning; each probe after which they still do not pay doubles the
-interval (up to `probe_backoff_max` steps), so heads that never pay on a device cost
-almost nothing there; where even a tree that is always accepted cannot pay, they never
+interval (up to `probe_backoff_max` steps; kept from call to call on one Generator, as
+the calibration is), so heads that never pay on a device cost almost nothing there; where even a tree that is always accepted cannot pay, they never
 run. The gate's own plan is reused for `gate_reuse` steps while the depth's cost curve
 and the calibration stay the same and the step's limit does not grow.
 """
@@ -188,7 +188,6 @@ class Medusa(Proposer):
                 self._token_s = measured.token_s if measured is not None else self._costs.token_s(backend)
         self._gain = self._prior_gain()
         self._probe_every = float(t.recheck_every)
-        self._idle = 0
         self._gate_memo: tuple[tuple[int, int], int, int, bool] | None = None
         self._counts = {k: 0.0 for k in ("steps", "heads_runs", "probes", "verified_steps", "drafted", "accepted",
                                          "tree_nodes")}
