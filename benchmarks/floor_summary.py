@@ -1,0 +1,61 @@
+"""Pooled numbers of a `pyaccel bench --json` floor run, per method: the geometric mean of
+every run's speedup with a bootstrap 95% interval, and the method's own time per step
+(the bench's draft_s and overhead_s over the steps, steps = decoded tokens / tau).
+
+    python benchmarks/floor_summary.py bench-results/floor20.json --void specbench:writing:1
+
+--void SUITE:ROUND leaves out one round of one suite (e.g. one disturbed by another process).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import numpy as np
+
+BOOTSTRAP = 2000
+
+
+def runs_of(path: Path, void: set[tuple[str, int]]) -> dict[str, list[dict[str, float]]]:
+    """Every run per method label, the void rounds left out."""
+    out: dict[str, list[dict[str, float]]] = {}
+    for prompt in json.loads(path.read_text(encoding="utf-8"))["prompts"]:
+        for run in prompt["runs"]:
+            if (prompt["suite"], int(run["round"])) not in void:
+                out.setdefault(run["method"], []).append(run)
+    return out
+
+
+def geometric_mean(speedups: np.ndarray, seed: int = 0) -> tuple[float, float, float]:
+    """Geometric mean and the 2.5th / 97.5th percentiles of its bootstrap."""
+    logs = np.log(speedups)
+    rng = np.random.default_rng(seed)
+    boot = [np.exp(rng.choice(logs, len(logs)).mean()) for _ in range(BOOTSTRAP)]
+    low, high = np.percentile(boot, [2.5, 97.5])
+    return float(np.exp(logs.mean())), float(low), float(high)
+
+
+def own_ms_per_step(runs: list[dict[str, float]], field: str) -> float:
+    return float(np.median([1e3 * r[field] / (r["decoded"] / r["tau"]) for r in runs]))
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("json", type=Path)
+    ap.add_argument("--void", action="append", default=[], help="SUITE:ROUND (0-based) to leave out")
+    args = ap.parse_args()
+    void = {(v.rsplit(":", 1)[0], int(v.rsplit(":", 1)[1])) for v in args.void}
+    print("| method | runs | geometric mean | 95% interval | drafting ms/step | feedback ms/step | own share % |")
+    print("|---|---|---|---|---|---|---|")
+    for method, runs in runs_of(args.json, void).items():
+        mean, low, high = geometric_mean(np.asarray([r["speedup"] for r in runs]))
+        share = np.median([100 * (r["draft_s"] + r["overhead_s"]) / r["decode_s"] for r in runs])
+        print(f"| {method} | {len(runs)} | {mean:.3f}x | {low:.3f}-{high:.3f} | "
+              f"{own_ms_per_step(runs, 'draft_s'):.2f} | {own_ms_per_step(runs, 'overhead_s'):.2f} | {share:.2f} |")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
