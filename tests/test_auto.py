@@ -107,12 +107,9 @@ class Scripted:
         pass
 
 
-def scripted_auto(curve: list[float], *proposers: Scripted, cold_margin: float = 0.0) -> pyaccel.Auto:
-    """auto over scripted proposers. The extra margin of a fresh Generator is off unless
-    given: these tests are about which proposers a plan takes, not about when one is
-    trusted enough to draft (tests/test_auto_calibration.py)."""
+def scripted_auto(curve: list[float], *proposers: Scripted) -> pyaccel.Auto:
     auto = pyaccel.Auto(lookup=False, lookahead=False, use_draft=False, extra=proposers,
-                        tuning=AutoTuning(cold_margin=cold_margin), costs=pyaccel.CostModel.fixed(curve))
+                        costs=pyaccel.CostModel.fixed(curve))
     auto.begin([1, 2, 3], SamplingConfig())
     return auto
 

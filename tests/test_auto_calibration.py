@@ -9,8 +9,7 @@ import pyaccel
 from pyaccel.methods.auto.calibration import Calibration, CalibrationTuning
 from pyaccel.methods.auto import Candidate
 from pyaccel.methods.auto.merge import MergedTree, cap_siblings, merge_trees
-from pyaccel.methods.auto.shadows import ShadowPlans
-from pyaccel.methods.auto.policy import AutoTuning, may_pay, plan_margin_for, plan_tree
+from pyaccel.methods.auto.policy import AutoTuning, may_pay, plan_tree
 from pyaccel.types import SamplingConfig, StepOutcome
 
 from test_auto import CPU, FLAT, Scripted, chain
@@ -90,14 +89,11 @@ def test_a_plan_that_barely_pays_is_not_drafted() -> None:
     curve = [1.0, 1.55] + [3.0] * 30
     for margin, drafts in ((0.0, 1), (0.05, 0)):
         auto = pyaccel.Auto(lookup=False, lookahead=False, use_draft=False, extra=[Scripted("x", offered)],
-                            tuning=AutoTuning(plan_margin=margin, cold_margin=0.0),
-                            costs=pyaccel.CostModel.fixed(curve))
+                            tuning=AutoTuning(plan_margin=margin), costs=pyaccel.CostModel.fixed(curve))
         auto.begin([1, 2, 3], SamplingConfig())
         assert len(auto.propose([1, 2, 3], budget=32)) == drafts
     with pytest.raises(ValueError, match="plan_margin"):
         pyaccel.Auto(tuning=AutoTuning(plan_margin=1.5))
-    with pytest.raises(ValueError, match="cold_margin"):
-        pyaccel.Auto(tuning=AutoTuning(cold_margin=-0.1))
     with pytest.raises(ValueError, match="edges"):
         Calibration(CalibrationTuning(edges=(0.5, 0.2)))
 
@@ -167,95 +163,3 @@ def test_auto_builds_no_tree_where_nothing_could_pay() -> None:
     assert len(draft) == 0 and auto._step is not None and auto._step.tree is None
     auto.observe(StepOutcome(draft, [], 99, 3, np.zeros((1, 4), np.float32)))
     assert auto.counters["steps"] == 1 and "drafting_steps" not in auto.counters
-
-
-def _one_step(auto: pyaccel.Auto, accepted: int) -> int:
-    """One step of `auto` on a fixed context; verification keeps the first `accepted` nodes
-    of the draft (a chain). The draft's length."""
-    draft = auto.propose([1, 2, 3], budget=32)
-    kept = list(range(min(accepted, len(draft))))
-    auto.observe(StepOutcome(draft, kept, 99, 3, np.zeros((1 + len(draft), 4), np.float32)))
-    return len(draft)
-
-
-def test_a_fresh_generator_drafts_only_a_clear_gain_until_verification_backs_it() -> None:
-    # One node at 0.62 on a curve where two tokens cost 1.4: expected 1.62 / 1.4 = 1.16, a
-    # gain by the estimate, but not by the margin a proposer with no record must clear
-    # (0.03 + 0.2 = 0.23). A chain at 0.95 (1.95 / 1.4 = 1.39) drafts at once.
-    curve = [1.0, 1.4] + [3.0] * 30
-    tuning = AutoTuning(plan_margin=0.03, cold_margin=0.2, cold_weight=4.0)
-    assert plan_margin_for(tuning, 0.0) == pytest.approx(0.23)
-    assert plan_margin_for(tuning, 4.0) == pytest.approx(0.13)
-    assert plan_margin_for(tuning, 1e9) == pytest.approx(0.03)
-
-    def fresh(alpha: float) -> pyaccel.Auto:
-        auto = pyaccel.Auto(lookup=False, lookahead=False, use_draft=False, tuning=tuning,
-                            extra=[Scripted("x", [chain([10], alpha, "x")])], costs=pyaccel.CostModel.fixed(curve))
-        auto.begin([1, 2, 3], SamplingConfig())
-        return auto
-
-    assert _one_step(fresh(0.95), 1) == 1
-    marginal = fresh(0.62)
-    assert _one_step(marginal, 1) == 0
-    # The same estimates once verification has backed them (as accurate as estimated,
-    # evidence enough that the margin is below the expected gain: 0.03 + 0.8 / (4 + e) < 0.16).
-    tree = merge_trees([chain([10], 0.62, "x")], max_leaves=8)
-    for i in range(40):
-        marginal.calibration.record(tree, np.array([0]), np.array([0]) if i % 5 < 3 else np.zeros(0, np.int64))
-    assert marginal.calibration.evidence("x") > 0.8 / 0.13 - 4.0
-    assert _one_step(marginal, 1) == 1
-    # Evidence fades with steps: after long enough without a record, it is cautious again.
-    for _ in range(1000):  # 0.995 ** 1000 < 0.01
-        marginal.calibration.fade()
-    assert _one_step(marginal, 1) == 0
-
-
-def test_a_held_plan_is_scored_as_greedy_verification_would() -> None:
-    # Tree: 10 -> 11 -> 12, and 10 -> 13; 20 beside 10. Real tokens after it: 10, 11, 7.
-    tree = merge_trees([chain([10, 11, 12], 0.9, "a"), chain([10, 13], 0.5, "b"), chain([20], 0.3, "b")],
-                       max_leaves=8)
-    ids = {(int(tree.tokens[i]), int(tree.parents[i])): i for i in range(len(tree))}
-    n10 = ids[(10, -1)]
-    n11, n13, n20 = ids[(11, n10)], ids[(13, n10)], ids[(20, -1)]
-    n12 = ids[(12, n11)]
-    shadows = ShadowPlans()
-    cal = Calibration(CalibrationTuning(decay=1.0))
-    plan = np.array(sorted([n10, n11, n12, n13, n20]), np.int64)
-    shadows.add(tree, plan, start=3)
-    shadows.settle([1, 2, 3, 10, 11], cal)  # node 12 is still open: its path matches so far
-    assert len(shadows) == 1 and cal.evidence("a") == 0.0
-    shadows.settle([1, 2, 3, 10, 11, 7], cal)
-    assert len(shadows) == 0 and shadows.settled == 1
-    ref = Calibration(CalibrationTuning(decay=1.0))
-    ref.record(tree, plan, np.array([n10, n11], np.int64), fade=False)
-    for src in ("a", "b"):
-        assert cal.ratio(src).tolist() == pytest.approx(ref.ratio(src).tolist())
-        assert cal.evidence(src) == pytest.approx(ref.evidence(src))
-    # A plan whose every path has failed settles at once, whatever its depth.
-    shadows.add(tree, plan, start=3)
-    shadows.settle([1, 2, 3, 99], cal)
-    assert len(shadows) == 0
-
-
-def test_held_plans_build_the_record_that_lets_a_good_proposer_draft() -> None:
-    # A proposer right 80% of the time but estimating 0.62: its plan (1.16 by the estimate)
-    # is held back at first; scored against the real tokens, its record grows until the
-    # margin falls below its (recalibrated) gain and it drafts.
-    curve = [1.0, 1.4] + [3.0] * 30
-    history = [1, 2, 3]
-    rng = np.random.default_rng(0)
-    auto = pyaccel.Auto(lookup=False, lookahead=False, use_draft=False, extra=[Scripted("x", [chain([10], 0.62, "x")])],
-                        tuning=AutoTuning(plan_margin=0.03, cold_margin=0.2, cold_weight=4.0),
-                        costs=pyaccel.CostModel.fixed(curve))
-    auto.begin(history, SamplingConfig())
-    sizes = []
-    for step in range(60):
-        draft = auto.propose(list(history), budget=32)
-        sizes.append(len(draft))
-        real = 10 if rng.random() < 0.8 else 11  # the token that comes
-        kept = [0] if len(draft) and real == 10 else []
-        after = 99 if kept else real
-        auto.observe(StepOutcome(draft, kept, after, len(history), np.zeros((1 + len(draft), 4), np.float32)))
-        history += ([10] if kept else []) + [after]
-    assert sizes[0] == 0 and auto.counters["held_plans"] >= 1
-    assert sum(sizes[-20:]) == 20

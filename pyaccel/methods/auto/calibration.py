@@ -95,12 +95,10 @@ class Calibration:
                 probs[i] = probs[par]
         return cap_siblings(tree.parents, probs)
 
-    def record(self, tree: MergedTree, verified: npt.NDArray[np.int64], accepted: npt.NDArray[np.int64],
-               fade: bool = True) -> None:
+    def record(self, tree: MergedTree, verified: npt.NDArray[np.int64], accepted: npt.NDArray[np.int64]) -> None:
         """Verification of tree nodes `verified` kept `accepted` (tree node ids, both); one
-        step of fading first unless `fade` is False (a plan scored after its step)."""
-        if fade:
-            self.fade()
+        step of fading first."""
+        self.fade()
         if not len(verified):
             return
         kept = np.isin(verified, accepted)
@@ -120,11 +118,6 @@ class Calibration:
         for source in list(self._predicted):
             self._predicted[source] *= decay
             self._accepted[source] *= decay
-
-    def evidence(self, source: str) -> float:
-        """How much verified record `source` has: its predicted accepted nodes, faded."""
-        pred = self._predicted.get(source)
-        return float(pred.sum()) if pred is not None else 0.0
 
     def summary(self) -> dict[str, float]:
         """Overall accepted / predicted per proposer (for counters)."""

@@ -3,7 +3,6 @@
     draft_may_pay   whether the draft model is worth loading on this device at all
     may_pay         whether any tree of this step's candidates could pay (before merging)
     plan_tree       the subset of the merged tree worth verifying this step
-    plan_margin_for how much it must beat plain decoding by, given the evidence behind it
     draft_runs      whether this step's draft-model run is expected to beat the free tree
 
 Lookup, the n-gram caches and the lookahead pool cost microseconds per step, so they
@@ -49,13 +48,6 @@ class AutoTuning:
     # A step drafts only if its plan expects to beat plain decoding by this much: what the
     # cost curve leaves out (building, merging and verifying the tree) is paid per step.
     plan_margin: float = 0.03
-    # ...and by cold_margin more while the plan's proposers have little verified evidence
-    # (`plan_margin_for`): fading as cold_margin * cold_weight / (cold_weight + evidence),
-    # evidence in predicted tokens. A fresh Generator's estimates are unchecked, and on a
-    # short answer a few drafts that only break even by their estimate are a loss the
-    # answer never earns back; a plan expecting a clear gain still drafts at once.
-    cold_margin: float = 0.2
-    cold_weight: float = 4.0
 
     def validate(self) -> None:
         if not 0.0 < self.draft_alpha < 1.0:
@@ -65,9 +57,6 @@ class AutoTuning:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
         if not 0.0 <= self.plan_margin < 1.0:
             raise ValueError(f"plan_margin must be in [0, 1), got {self.plan_margin}")
-        if self.cold_margin < 0.0 or self.cold_weight <= 0.0:
-            raise ValueError(f"cold_margin must be >= 0 and cold_weight > 0, "
-                             f"got {self.cold_margin} and {self.cold_weight}")
         if self.lookahead_ngram < 3:
             raise ValueError(f"lookahead_ngram must be >= 3, got {self.lookahead_ngram}")
 
@@ -132,12 +121,6 @@ def plan_tree(costs: CostModel, tree: MergedTree, path_probs: np.ndarray, depth:
     if not len(plan.nodes) or plan.expected_speedup < 1.0 + margin:
         return None
     return plan
-
-
-def plan_margin_for(tuning: AutoTuning, evidence: float) -> float:
-    """The margin a plan must beat plain decoding by when its least-checked proposer has
-    `evidence` predicted tokens of verified record behind it."""
-    return tuning.plan_margin + tuning.cold_margin * tuning.cold_weight / (tuning.cold_weight + max(0.0, evidence))
 
 
 def speedup_of(plan: "_core.TreePlan | None") -> float:

@@ -15,8 +15,7 @@ Per step:
 
 The estimates are rescaled by `Calibration` (accepted versus predicted nodes per proposer
 and band of estimate) before planning, and a step drafts only if its plan beats plain
-decoding by `AutoTuning.plan_margin`, more while its proposers have little verified record
-(`policy.plan_margin_for`); where not even the likeliest candidates, taken
+decoding by `AutoTuning.plan_margin`; where not even the likeliest candidates, taken
 together whatever their places, could (`policy.may_pay`), the tree is not built at all.
 Each proposer learns its acceptance from the committed tokens (lookup and n-gram caches by
 shadow drafts, the pool by scoring its tree, the draft model along its chain), so an
@@ -45,9 +44,8 @@ from ..ngram import NgramCacheDrafter
 from ..candidate import Candidate, CandidateProposer
 from .calibration import Calibration, CalibrationTuning
 from .merge import MergedTree, merge_trees
-from .shadows import ShadowPlans
 from .policy import (AutoTuning, draft_cost_floor, draft_may_pay, draft_runs, local_draft_path, may_pay,
-                     plan_margin_for, plan_tree)
+                     plan_tree)
 
 if TYPE_CHECKING:
     from ...model import Model
@@ -114,8 +112,6 @@ class Auto(Proposer):
         self.drafter: DraftModel | None = None
         self._max_leaves = defaults.N_SEQ_MAX
         self._step: _Step | None = None
-        self._shadows = ShadowPlans()
-        self._held: tuple[MergedTree, np.ndarray] | None = None
         self._counts: dict[str, float] = {}
         self._greedy = True
 
@@ -173,7 +169,6 @@ class Auto(Proposer):
         for sub in self._all():
             sub.begin(prompt, sampling)
         self._step = None
-        self._shadows.clear()
 
     def _all(self) -> list[CandidateProposer | DraftModel]:
         return [*self.subs, *([self.drafter] if self.drafter is not None else [])]
@@ -183,8 +178,6 @@ class Auto(Proposer):
         self._count("steps")
         depth = len(tokens)
         cands = [c for sub in self.subs for c in sub.candidates(tokens, budget)]
-        self._shadows.settle(tokens, self.calibration)
-        self._held = None
         tree: MergedTree | None = None
         plan: "_core.TreePlan | None" = None
         if self._may_pay(cands, depth, budget):
@@ -206,9 +199,6 @@ class Auto(Proposer):
         nodes = np.asarray(plan.nodes if plan is not None else [], dtype=np.int64)
         self._step = _Step(tree, nodes, chain)
         if tree is None or plan is None or not len(nodes):
-            if self._held is not None:
-                self._shadows.add(*self._held, start=depth)
-                self._count("held_plans")
             return Draft.empty()
         self._count("drafting_steps")
         owners = [tree.sources[k] for k in tree.owner[nodes]]
@@ -227,24 +217,8 @@ class Auto(Proposer):
         return may_pay(self._costs.curve(depth), probs, budget, self.tuning.plan_margin)
 
     def _plan(self, tree: MergedTree, depth: int, budget: int) -> "_core.TreePlan | None":
-        """The plan of `tree`, if it beats plain decoding by the margin its proposers'
-        verified record sets (`policy.plan_margin_for`, weighed by each proposer's share of
-        the plan's expected tokens). A plan that beats it only by `plan_margin` is held back
-        and scored later against the real tokens (`ShadowPlans`), so that record grows."""
         assert self._costs is not None
-        probs = self.calibration.apply(tree)
-        plan = plan_tree(self._costs, tree, probs, depth, budget, self.tuning.plan_margin)
-        if plan is None:
-            return None
-        nodes = np.asarray(plan.nodes, dtype=np.int64)
-        share = probs[nodes] / max(float(probs[nodes].sum()), 1e-12)
-        margin = sum(float(share[tree.owner[nodes] == s].sum())
-                     * plan_margin_for(self.tuning, self.calibration.evidence(src))
-                     for s, src in enumerate(tree.sources))
-        if plan.expected_speedup >= 1.0 + margin:
-            return plan
-        self._held = (tree, nodes)
-        return None
+        return plan_tree(self._costs, tree, self.calibration.apply(tree), depth, budget, self.tuning.plan_margin)
 
     def observe(self, outcome: StepOutcome) -> None:
         step = self._step
@@ -270,7 +244,6 @@ class Auto(Proposer):
         for sub in self._all():
             sub.end()
         self._step = None
-        self._shadows.clear()
 
     def reset(self) -> None:
         for sub in self._all():
@@ -294,8 +267,6 @@ class Auto(Proposer):
         drafted_<proposer> / accepted_<proposer>: verified and accepted tokens by the proposer
         whose estimate each carried; accepted_shared: accepted tokens more than one proposer
         offered; calibration_<proposer>: accepted over predicted verified nodes (fading);
-        held_plans: plans that paid by their estimates but not by the margin their
-        proposers' thin record asks for, scored later instead of verified;
         draft_model_loaded, draft_model_runs."""
         return {**self._counts, **self.calibration.summary(), "draft_model_loaded": float(self.drafter is not None)}
 
