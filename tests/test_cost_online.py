@@ -224,6 +224,7 @@ THREADS = 1
 LEARNT_SIZES = 4
 LEARNT_SAMPLES = 2
 CURVE_TOLERANCE = 0.25
+REFERENCE_MEASUREMENTS = 2
 
 
 @pytest.fixture
@@ -273,10 +274,18 @@ def test_learnt_curve_matches_a_full_measurement(gemma_path: Path, fresh_costs: 
             break
     assert len(sizes) >= LEARNT_SIZES, f"too little learnt after {MAX_SESSIONS} uses: {sizes}"
     learnt = CostModel(learnt=samples)
-    # The reference: a full measurement behind 128 tokens (half this context).
-    with pyaccel.Model(gemma_path, n_ctx=256, n_threads=THREADS, progress=False) as ref_model:
-        ref = measure_decode_costs(ref_model.backend, max_batch=max(sizes), progress=False, deep=False)
-    got, want = learnt.relative_at(ref.depth), ref.relative()
-    report = {b: (round(got[b - 1], 2), round(want[b - 1], 2)) for b in sizes}
-    print(f"\nbehind {ref.depth} tokens, size: (learnt, measured) relative to one token: {report}")
-    assert all(abs(got[b - 1] / want[b - 1] - 1) <= CURVE_TOLERANCE for b in sizes), report
+    # The reference: a full measurement behind 128 tokens (half this context). A full
+    # measurement is timings too: where the first disagrees, a second is taken, and each
+    # size must match one of them (a burst of load on a shared machine skews one only).
+    reports = []
+    deviation = {b: float("inf") for b in sizes}
+    for _ in range(REFERENCE_MEASUREMENTS):
+        with pyaccel.Model(gemma_path, n_ctx=256, n_threads=THREADS, progress=False) as ref_model:
+            ref = measure_decode_costs(ref_model.backend, max_batch=max(sizes), progress=False, deep=False)
+        got, want = learnt.relative_at(ref.depth), ref.relative()
+        reports.append({b: (round(got[b - 1], 2), round(want[b - 1], 2)) for b in sizes})
+        print(f"\nbehind {ref.depth} tokens, size: (learnt, measured) relative to one token: {reports[-1]}")
+        deviation = {b: min(deviation[b], abs(got[b - 1] / want[b - 1] - 1)) for b in sizes}
+        if all(d <= CURVE_TOLERANCE for d in deviation.values()):
+            break
+    assert all(d <= CURVE_TOLERANCE for d in deviation.values()), reports
