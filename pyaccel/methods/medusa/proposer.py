@@ -22,9 +22,10 @@ nothing pays the heads stay off and run once every `recheck_every` steps (a prob
 where the heads are slow: at most `probe_share` of the time), so that the calibration
 (`calibration`) keeps learning; each probe after which they still do not pay doubles the
 interval (up to `probe_backoff_max` steps; kept from call to call on one Generator, as
-the calibration is), so heads that never pay on a device cost almost nothing there; where even a tree that is always accepted cannot pay, they never
-run. The gate's own plan is reused for `gate_reuse` steps while the depth's cost curve
-and the calibration stay the same and the step's limit does not grow.
+the calibration is), so heads that never pay on a device cost almost nothing there;
+where even a tree that is always accepted cannot pay, they never run. The gate's own
+plan is reused for `gate_reuse` steps while the depth's cost curve and the calibration
+stay the same and the step's limit does not grow.
 """
 
 from __future__ import annotations
