@@ -222,6 +222,15 @@ def test_bad_options_are_clear() -> None:
         pyaccel.Auto(extra=[object()])  # type: ignore[list-item]
     with pytest.raises(ValueError, match="method 'auto'"):
         make_method("auto:length=4")
+    with pytest.raises(ValueError, match="plan_margin"):
+        make_method("auto:plan_margin=2")
+
+
+def test_a_spec_sets_auto_tuning_knobs() -> None:
+    auto = make_method("auto:plan_margin=0.03,lookup_max_draft=8,use_draft=false")
+    assert isinstance(auto, pyaccel.Auto)
+    assert (auto.tuning.plan_margin, auto.tuning.lookup_max_draft, auto.use_draft) == (0.03, 8, False)
+    assert auto.tuning.draft_max == AutoTuning().draft_max
 
 
 # ---- real models ---------------------------------------------------------------------------------

@@ -54,8 +54,15 @@ def _medusa(**options: Any) -> Proposer:
 
 
 def _auto(**options: Any) -> Proposer:
-    from .auto.proposer import Auto
+    """`Auto`; options named like `AutoTuning` fields ("auto:plan_margin=0.05") set its tuning."""
+    from dataclasses import fields, replace
 
+    from .auto.proposer import Auto, AutoTuning
+
+    knobs = {f.name for f in fields(AutoTuning)}
+    tuned = {k: options.pop(k) for k in list(options) if k in knobs}
+    if tuned:
+        options["tuning"] = replace(options.get("tuning") or AutoTuning(), **tuned)
     return Auto(**options)
 
 
