@@ -48,8 +48,9 @@ class AutoTuning:
     # A step drafts only if its plan expects to beat plain decoding by this much. A plan is
     # the best of many subsets of noisy estimates, so its own estimate errs high, and what
     # the cost curve leaves out (building, merging and verifying the tree) is paid per
-    # step: on the floor suites, plans predicted to gain 3-10% realised 0.99-1.03x before
-    # that own time (benchmarks/plan_calibration.py), a bet that adds only variance.
+    # step: on the floor suites, plans predicted to gain 3-10% realised 0.89-1.01x before
+    # that own time (benchmarks/plan_calibration.py, docs/benchmarks.md), a bet that adds
+    # only variance.
     plan_margin: float = 0.10
 
     def validate(self) -> None:
