@@ -9,7 +9,9 @@ class StopMatcher:
     """Releases text as it streams in, holding back only what could still start a stop string.
 
     `push(piece)` returns the text that is safe to emit; `stopped` turns true at the first
-    stop string, and the stop string itself and everything after it are never released.
+    stop string to complete, and the stop string itself and everything after it are never
+    released. "First" is the earliest end (where generation would stop), the longest stop
+    among those ending there: the same cut however the text is split into pieces.
     """
 
     def __init__(self, stops: Sequence[str] = ()) -> None:
@@ -31,11 +33,11 @@ class StopMatcher:
         if self.stopped:
             return ""
         text = self._held + piece
-        cut = min((i for i in (text.find(s) for s in self._stops) if i >= 0), default=-1)
-        if cut >= 0:
+        found = [(i + len(s), i) for i, s in ((text.find(s), s) for s in self._stops) if i >= 0]
+        if found:  # the held text holds no whole stop, so each found one ends in `piece`
             self.stopped = True
             self._held = ""
-            return text[:cut]
+            return text[: min(found)[1]]
         keep = self._holdback(text)
         self._held = text[len(text) - keep :] if keep else ""
         return text[: len(text) - keep]

@@ -5,8 +5,13 @@ from pyaccel.stops import StopMatcher
 
 
 def _reference(text: str, stops: list[str]) -> tuple[str, bool]:
-    cuts = [text.find(s) for s in stops if s and s in text]
-    return (text[: min(cuts)], True) if cuts else (text, False)
+    """Character by character: generation stops where a stop string first ends, and the
+    text is cut at the start of the longest stop ending there."""
+    for end in range(1, len(text) + 1):
+        starts = [end - len(s) for s in stops if s and text[:end].endswith(s)]
+        if starts:
+            return text[: min(starts)], True
+    return text, False
 
 
 @settings(max_examples=300, deadline=None)
@@ -20,6 +25,14 @@ def test_stream_matches_truncation_at_first_stop(pieces: list[str], stops: list[
     want, stopped = _reference("".join(pieces), stops)
     assert out == want
     assert m.stopped == stopped
+
+
+def test_a_stop_inside_a_longer_pending_one_stops_first() -> None:
+    # 'b' completes while '<b|' is still pending: generation stops at 'b', whatever the pieces.
+    for pieces in (["<b", "|"], ["<b|"], ["<", "b", "|"]):
+        m = StopMatcher(["b", "<b|"])
+        assert "".join(m.push(p) for p in pieces) + m.flush() == "<"
+        assert m.stopped
 
 
 def test_holds_back_only_possible_stop_prefixes() -> None:
