@@ -35,32 +35,22 @@ import numpy as np
 from pyaccel import Generator, Model
 from pyaccel.bench.suites import load_suite
 
-CATEGORIES = ("writing roleplay reasoning math coding extraction stem humanities translation summarization qa "
-              "math_reasoning rag").split()
-FLOOR_SUITES = [f"specbench:{c}" for c in CATEGORIES] + ["code"]
+sys.path.insert(0, str(Path(__file__).parent))
+from curve_runs import FLOOR_SUITES, batch_cost, patched_greedy  # noqa: E402
 
 
 def logged_generation(model: Model, gen: Generator, prompt: list[int], max_tokens: int) -> dict[str, Any]:
     """One greedy generation on `gen`, with the batch and depth of every step it took."""
-    method = gen.method
     batches: list[tuple[int, int]] = []
-    propose = method.propose
+    propose = gen.method.propose
 
     def logged(tokens: list[int], budget: int):  # type: ignore[no-untyped-def]
         draft = propose(tokens, budget)
         batches.append((len(tokens), 1 + len(draft)))
         return draft
 
-    method.propose = logged  # type: ignore[method-assign]
-    try:
-        gen.reset()
-        res = gen.generate(prompt, max_tokens=max_tokens, temperature=0.0)
-    finally:
-        del method.propose  # the class's own again
-    units = 0.0
-    for depth, batch in batches:
-        times = model.costs.curve(depth).times
-        units += float(times[batch - 1] / times[0])
+    res = patched_greedy(gen, prompt, max_tokens, propose=logged)
+    units = sum(batch_cost(model, depth, batch) for depth, batch in batches)
     s = res.stats
     own_s = max(0.0, s.decode_s - s.target_s)
     own_units = own_s / (s.target_s / units) if units and s.target_s > 0 else 0.0

@@ -32,7 +32,7 @@ from pyaccel.bench.suites import load_suite
 from pyaccel.methods.auto.proposer import Auto
 
 sys.path.insert(0, str(Path(__file__).parent))
-from modelled_floor import FLOOR_SUITES  # noqa: E402
+from curve_runs import FLOOR_SUITES, batch_cost, patched_greedy  # noqa: E402
 
 BANDS = (1.0, 1.03, 1.06, 1.1, 1.15, 1.2, 1.3, 1.5, 2.0, float("inf"))
 
@@ -54,8 +54,8 @@ def plan_rows(model: Model, gen: Generator, prompt: list[int], max_tokens: int) 
         draft = propose_fn(tokens, budget)
         p = pending.get("plan")
         if len(draft) and p is not None and len(p.nodes) == len(draft):
-            t = model.costs.curve(len(tokens)).times
-            pending["row"] = {"depth": len(tokens), "batch": 1 + len(draft), "cost": float(t[len(draft)] / t[0]),
+            pending["row"] = {"depth": len(tokens), "batch": 1 + len(draft),
+                              "cost": batch_cost(model, len(tokens), 1 + len(draft)),
                               "predicted": float(p.expected_speedup)}
         return draft
 
@@ -66,12 +66,7 @@ def plan_rows(model: Model, gen: Generator, prompt: list[int], max_tokens: int) 
             rows.append(row)
         observe_fn(outcome)
 
-    auto._plan, auto.propose, auto.observe = plan, propose, observe  # type: ignore[method-assign]
-    try:
-        gen.reset()
-        gen.generate(prompt, max_tokens=max_tokens, temperature=0.0)
-    finally:
-        del auto._plan, auto.propose, auto.observe  # the class's own again
+    patched_greedy(gen, prompt, max_tokens, _plan=plan, propose=propose, observe=observe)
     return rows
 
 

@@ -91,7 +91,7 @@ def main() -> int:
         proc.terminate()
         proc.wait(30)
     ratios = [m["tokens_per_s"] / p["tokens_per_s"] for m, p in zip(runs[args.method], runs["plain"])]
-    print(f"| method (model id) | decode tok/s (median) | tau (median) | wall tok/s (median) | speedup |")
+    print("| method (model id) | decode tok/s (median) | tau (median) | wall tok/s (median) | speedup |")
     print("|---|---|---|---|---|")
     for label in ("plain", args.method):
         rs = runs[label]

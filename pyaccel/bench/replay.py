@@ -26,6 +26,7 @@ import numpy as np
 from ..methods.base import Proposer
 from ..methods.lookup import LookupTuning, PromptLookup
 from ..methods.spec import parse_value
+from ..methods.tuning import replace_fields
 from ..model import Model
 from ..types import Draft, SamplingConfig, StepOutcome
 from .oracle import oracle_speedup
@@ -85,7 +86,7 @@ def main() -> int:
     data = json.loads(open(args.results, encoding="utf-8").read())
     model = Model(args.model, n_ctx=4096)
     rel = model.costs.relative_at  # the curve at a context depth
-    tuning = LookupTuning().with_options(**{k: (tuple(v) if isinstance(v, list) else v)
+    tuning = replace_fields(LookupTuning(), "lookup tuning", **{k: (tuple(v) if isinstance(v, list) else v)
                                             for k, v in ((k, ast.literal_eval(str(v)) if isinstance(v, str) else v)
                                                          for k, v in _pairs(args.tuning).items())})
     texts = {p.id: p.text for s in data["setup"]["suites"] for p in load_suite(s, None, None)}

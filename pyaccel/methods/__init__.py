@@ -15,6 +15,7 @@ from typing import Any, Callable
 
 from .base import NoDraft, Proposer
 from .spec import MethodSpec, parse_spec
+from .tuning import with_tuning_options
 
 
 def _plain(**options: Any) -> Proposer:
@@ -31,8 +32,9 @@ def _draft(**options: Any) -> Proposer:
 
 def _lookup(**options: Any) -> Proposer:
     from .lookup import PromptLookup
+    from .lookup.proposer import LookupTuning
 
-    return PromptLookup(**options)
+    return PromptLookup(**with_tuning_options(options, LookupTuning, "lookup tuning"))
 
 
 def _ngram(**options: Any) -> Proposer:
@@ -43,27 +45,22 @@ def _ngram(**options: Any) -> Proposer:
 
 def _lookahead(**options: Any) -> Proposer:
     from .lookahead import Lookahead
+    from .lookahead.sizing import LookaheadTuning
 
-    return Lookahead(**options)
+    return Lookahead(**with_tuning_options(options, LookaheadTuning, "lookahead tuning"))
 
 
 def _medusa(**options: Any) -> Proposer:
     from .medusa import Medusa
+    from .medusa.proposer import MedusaTuning
 
-    return Medusa(**options)
+    return Medusa(**with_tuning_options(options, MedusaTuning, "medusa tuning"))
 
 
 def _auto(**options: Any) -> Proposer:
-    """`Auto`; options named like `AutoTuning` fields ("auto:plan_margin=0.05") set its tuning."""
-    from dataclasses import fields, replace
-
     from .auto.proposer import Auto, AutoTuning
 
-    knobs = {f.name for f in fields(AutoTuning)}
-    tuned = {k: options.pop(k) for k in list(options) if k in knobs}
-    if tuned:
-        options["tuning"] = replace(options.get("tuning") or AutoTuning(), **tuned)
-    return Auto(**options)
+    return Auto(**with_tuning_options(options, AutoTuning, "auto tuning"))
 
 
 def _factories() -> dict[str, Callable[..., Proposer]]:

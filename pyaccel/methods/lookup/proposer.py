@@ -21,8 +21,8 @@ it resumes after new code (`pyaccel.methods.lookup.rewrites`).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -79,13 +79,6 @@ class LookupTuning:
     copy_stats_decay: float = 0.99
     follower: FollowerTuning = field(default_factory=FollowerTuning)
 
-    def with_options(self, **options: Any) -> "LookupTuning":
-        """A copy with fields replaced by name; follower fields are accepted too."""
-        follower = {k: options.pop(k) for k in list(options) if k in FollowerTuning.__dataclass_fields__}
-        unknown = [k for k in options if k not in LookupTuning.__dataclass_fields__]
-        if unknown:
-            raise ValueError(f"unknown lookup tuning {', '.join(unknown)}")
-        return replace(self, follower=replace(self.follower, **follower), **options)
 
 
 class _Hazard:
