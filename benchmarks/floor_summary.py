@@ -1,6 +1,9 @@
 """Pooled numbers of a `pyaccel bench --json` floor run, per method: the geometric mean of
 every run's speedup with a bootstrap 95% interval, and the method's own time per step
-(the bench's draft_s and overhead_s over the steps, steps = decoded tokens / tau).
+(the bench's draft_s and overhead_s over the steps, steps = decoded tokens / tau), and
+over its runs that gained nothing (tau <= 1.005) the geometric mean of its target time
+over plain's in the same round: above the control's, the method would slow the target's
+own passes (its batches, its cache use), not just draft in vain.
 
     python benchmarks/floor_summary.py bench-results/floor20.json --void specbench:writing:1
 
@@ -19,13 +22,21 @@ BOOTSTRAP = 2000
 
 
 def runs_of(path: Path, void: set[tuple[str, int]]) -> dict[str, list[dict[str, float]]]:
-    """Every run per method label, the void rounds left out."""
+    """Every run per method label, the void rounds left out; each run gains
+    `plain_target_s`, plain decoding's target time on its prompt and round."""
     out: dict[str, list[dict[str, float]]] = {}
     for prompt in json.loads(path.read_text(encoding="utf-8"))["prompts"]:
+        plain = {int(r["round"]): r["target_s"] for r in prompt["runs"] if r["method"] == "plain"}
         for run in prompt["runs"]:
             if (prompt["suite"], int(run["round"])) not in void:
-                out.setdefault(run["method"], []).append(run)
+                out.setdefault(run["method"], []).append({**run, "plain_target_s": plain.get(int(run["round"]), 0.0)})
     return out
+
+
+def idle_target_ratio(runs: list[dict[str, float]]) -> tuple[float, int]:
+    """Geometric mean of target time over plain's, over the runs at tau <= 1.005; and their count."""
+    ratios = [r["target_s"] / r["plain_target_s"] for r in runs if r["tau"] <= 1.005 and r["plain_target_s"] > 0]
+    return (float(np.exp(np.mean(np.log(ratios)))) if ratios else float("nan")), len(ratios)
 
 
 def geometric_mean(speedups: np.ndarray, seed: int = 0) -> tuple[float, float, float]:
@@ -47,13 +58,16 @@ def main() -> int:
     ap.add_argument("--void", action="append", default=[], help="SUITE:ROUND (0-based) to leave out")
     args = ap.parse_args()
     void = {(v.rsplit(":", 1)[0], int(v.rsplit(":", 1)[1])) for v in args.void}
-    print("| method | runs | geometric mean | 95% interval | drafting ms/step | feedback ms/step | own share % |")
-    print("|---|---|---|---|---|---|---|")
+    print("| method | runs | geometric mean | 95% interval | drafting ms/step | feedback ms/step | own share % "
+          "| target time / plain's, runs at tau 1.00 |")
+    print("|---|---|---|---|---|---|---|---|")
     for method, runs in runs_of(args.json, void).items():
         mean, low, high = geometric_mean(np.asarray([r["speedup"] for r in runs]))
         share = np.median([100 * (r["draft_s"] + r["overhead_s"]) / r["decode_s"] for r in runs])
+        idle, n_idle = idle_target_ratio(runs)
         print(f"| {method} | {len(runs)} | {mean:.3f}x | {low:.3f}-{high:.3f} | "
-              f"{own_ms_per_step(runs, 'draft_s'):.2f} | {own_ms_per_step(runs, 'overhead_s'):.2f} | {share:.2f} |")
+              f"{own_ms_per_step(runs, 'draft_s'):.2f} | {own_ms_per_step(runs, 'overhead_s'):.2f} | {share:.2f} "
+              f"| {idle:.3f} ({n_idle} runs) |")
     return 0
 
 

@@ -17,7 +17,7 @@ from pyaccel.methods.lookup import LookupTuning, PromptLookup
 from pyaccel.methods.lookup.rewrites import FollowerTuning
 from pyaccel.methods.medusa import Medusa
 from pyaccel.methods.medusa.proposer import MedusaTuning
-from pyaccel.methods.tuning import field_names, replace_fields, with_tuning_options
+from pyaccel.methods.tuning import field_names, replace_fields, scalar_fields, with_tuning_options
 
 METHODS = [(PromptLookup, LookupTuning), (Lookahead, LookaheadTuning), (Medusa, MedusaTuning), (Auto, AutoTuning)]
 
@@ -41,12 +41,24 @@ def test_unknown_knob_names_the_choices() -> None:
         replace_fields(LookupTuning(), "lookup tuning", bogus=1)
 
 
+def test_nested_knobs_apply_on_top_of_a_nested_tuning_given_whole() -> None:
+    tuned = replace_fields(LookupTuning(), "lookup tuning", follower=FollowerTuning(max_span=8), min_seen=5)
+    assert tuned.follower == FollowerTuning(max_span=8, min_seen=5)
+
+
 def test_options_fold_into_a_given_tuning() -> None:
     base = LookupTuning(context_cap=32)
-    opts = with_tuning_options({"tuning": base, "max_draft": 8, "resync": 2}, LookupTuning, "lookup tuning")
+    opts = with_tuning_options({"tuning": base, "max_draft": 8, "resync": 2}, PromptLookup, LookupTuning, "lookup")
     assert opts["max_draft"] == 8
     assert (opts["tuning"].context_cap, opts["tuning"].follower.resync) == (32, 2)
-    assert with_tuning_options({"max_draft": 8}, LookupTuning, "x") == {"max_draft": 8}
+    assert with_tuning_options({"max_draft": 8}, PromptLookup, LookupTuning, "lookup") == {"max_draft": 8}
+
+
+def test_only_scalar_knobs_are_spec_options() -> None:
+    knobs = scalar_fields(LookupTuning)
+    assert {"stats_decay", "context_cap", "keep_copy_stats", "min_seen"} <= set(knobs)
+    assert not {"prior_fresh", "follower"} & set(knobs)  # a tuple, a dataclass
+    assert "tau" not in scalar_fields(LookaheadTuning)  # a table
 
 
 @pytest.mark.parametrize("method, tuning", METHODS)
@@ -72,6 +84,33 @@ def test_a_spec_sets_each_methods_knobs(spec: str, attr: tuple[str, ...], value:
     assert tuple(got) == value
 
 
-def test_an_unknown_spec_option_still_fails_clearly() -> None:
-    with pytest.raises(ValueError, match="lookup"):
-        make_method("lookup:no_such_knob=1")
+@pytest.mark.parametrize("spec", ["lookup:no_such_knob=1", "lookup:prior_fresh=0.3", "lookup:follower=3",
+                                  "lookahead:tau=1.4"])
+def test_an_unknown_spec_option_lists_arguments_and_knobs(spec: str) -> None:
+    with pytest.raises(ValueError, match=r"method '\w+': unknown option .*; its arguments are .*max_draft|"
+                                         r"its tuning knobs are .*margin"):
+        make_method(spec)
+
+
+@pytest.mark.parametrize("spec, message", [
+    ("lookup:context_cap=1.5", "context_cap must be an integer"),
+    ("lookup:keep_copy_stats=1", "keep_copy_stats must be true or false"),
+    ("auto:plan_margin=true", "plan_margin must be a number"),
+])
+def test_a_knob_of_the_wrong_type_fails(spec: str, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        make_method(spec)
+
+
+@pytest.mark.parametrize("spec, name", [
+    ("lookup:stats_decay=1.5", "stats_decay"), ("lookup:context_cap=0", "context_cap"),
+    ("lookup:min_seen=0", "min_seen"), ("lookahead:replan_every=0", "replan_every"),
+    ("lookahead:margin=-0.1", "margin"), ("medusa:recheck_every=0", "recheck_every"),
+])
+def test_a_knob_out_of_range_fails_at_construction(spec: str, name: str) -> None:
+    with pytest.raises(ValueError, match=name):
+        make_method(spec)
+
+
+def test_an_int_sets_a_float_knob() -> None:
+    assert make_method("auto:plan_margin=0").tuning.plan_margin == 0

@@ -86,9 +86,9 @@ def main() -> int:
     data = json.loads(open(args.results, encoding="utf-8").read())
     model = Model(args.model, n_ctx=4096)
     rel = model.costs.relative_at  # the curve at a context depth
-    tuning = replace_fields(LookupTuning(), "lookup tuning", **{k: (tuple(v) if isinstance(v, list) else v)
-                                            for k, v in ((k, ast.literal_eval(str(v)) if isinstance(v, str) else v)
-                                                         for k, v in _pairs(args.tuning).items())})
+    values = ((k, ast.literal_eval(str(v)) if isinstance(v, str) else v) for k, v in _pairs(args.tuning).items())
+    tuning = replace_fields(LookupTuning(), "lookup tuning",
+                            **{k: (tuple(v) if isinstance(v, list) else v) for k, v in values})
     texts = {p.id: p.text for s in data["setup"]["suites"] for p in load_suite(s, None, None)}
     ratios = []
     proposer = PromptLookup(tuning=tuning, **_pairs(args.option))

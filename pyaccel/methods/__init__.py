@@ -34,7 +34,7 @@ def _lookup(**options: Any) -> Proposer:
     from .lookup import PromptLookup
     from .lookup.proposer import LookupTuning
 
-    return PromptLookup(**with_tuning_options(options, LookupTuning, "lookup tuning"))
+    return PromptLookup(**with_tuning_options(options, PromptLookup, LookupTuning, "lookup"))
 
 
 def _ngram(**options: Any) -> Proposer:
@@ -47,20 +47,20 @@ def _lookahead(**options: Any) -> Proposer:
     from .lookahead import Lookahead
     from .lookahead.sizing import LookaheadTuning
 
-    return Lookahead(**with_tuning_options(options, LookaheadTuning, "lookahead tuning"))
+    return Lookahead(**with_tuning_options(options, Lookahead, LookaheadTuning, "lookahead"))
 
 
 def _medusa(**options: Any) -> Proposer:
     from .medusa import Medusa
     from .medusa.proposer import MedusaTuning
 
-    return Medusa(**with_tuning_options(options, MedusaTuning, "medusa tuning"))
+    return Medusa(**with_tuning_options(options, Medusa, MedusaTuning, "medusa"))
 
 
 def _auto(**options: Any) -> Proposer:
     from .auto.proposer import Auto, AutoTuning
 
-    return Auto(**with_tuning_options(options, AutoTuning, "auto tuning"))
+    return Auto(**with_tuning_options(options, Auto, AutoTuning, "auto"))
 
 
 def _factories() -> dict[str, Callable[..., Proposer]]:
@@ -91,7 +91,7 @@ def make_method(spec: str | MethodSpec, **options: Any) -> Proposer:
     merged = {**parsed.options, **{k: v for k, v in options.items() if v is not None}}
     try:
         return factories[parsed.name](**merged)
-    except TypeError as exc:  # an unknown keyword: say which method and what it takes
+    except TypeError as exc:  # an unknown keyword of a method without tuning knobs: say which method
         raise ValueError(f"method {parsed.name!r}: {exc}") from None
 
 

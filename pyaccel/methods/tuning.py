@@ -2,15 +2,23 @@
 
 `lookup:stats_decay=0.95` or `auto:plan_margin=0.05` name a field of the method's tuning
 (or of a tuning dataclass nested in it, e.g. `LookupTuning.follower`), not a constructor
-argument; `with_tuning_options` moves such options into the `tuning` argument.
+argument; `with_tuning_options` moves such options into the `tuning` argument. A spec
+value is a number, a bool or a string, so only fields of those types are spec options;
+tuples and tables (per-bucket priors, measured tau) are set on the dataclass in Python.
 """
 
 from __future__ import annotations
 
+import inspect
 from dataclasses import fields, is_dataclass, replace
-from typing import Any, TypeVar
+from typing import Any, Callable, TypeVar
 
 T = TypeVar("T")
+SCALARS = (bool, int, float, str)
+
+
+def _instance(tuning: Any) -> Any:
+    return tuning() if isinstance(tuning, type) else tuning
 
 
 def _nested(tuning: Any) -> dict[str, Any]:
@@ -21,17 +29,29 @@ def _nested(tuning: Any) -> dict[str, Any]:
 
 def field_names(tuning: Any) -> set[str]:
     """Every name `replace_fields` accepts for `tuning` (an instance or a dataclass type)."""
-    inst = tuning() if isinstance(tuning, type) else tuning
+    inst = _instance(tuning)
     names = {f.name for f in fields(inst)}
     for sub in _nested(inst).values():
         names |= field_names(sub)
     return names
 
 
+def scalar_fields(tuning: Any) -> dict[str, Any]:
+    """The spec-settable fields of `tuning` (nested ones included): name -> default value,
+    for fields whose value is a number, a bool or a string."""
+    inst = _instance(tuning)
+    out: dict[str, Any] = {}
+    for sub in _nested(inst).values():
+        out.update(scalar_fields(sub))
+    out.update({f.name: getattr(inst, f.name) for f in fields(inst) if isinstance(getattr(inst, f.name), SCALARS)})
+    return out
+
+
 def replace_fields(tuning: T, what: str, **options: Any) -> T:
     """A copy of the frozen dataclass `tuning` with fields replaced by name; a field of a
-    nested tuning dataclass is named by its own name. `what` names the tuning in the error
-    an unknown name raises."""
+    nested tuning dataclass is named by its own name (and applies on top of a nested
+    dataclass given whole in the same call). `what` names the tuning in the error an
+    unknown name raises."""
     unknown = sorted(set(options) - field_names(tuning))
     if unknown:
         raise ValueError(f"unknown {what} {', '.join(unknown)}: choose from {', '.join(sorted(field_names(tuning)))}")
@@ -39,18 +59,42 @@ def replace_fields(tuning: T, what: str, **options: Any) -> T:
     changes = {k: options.pop(k) for k in list(options) if k in own}
     for name, sub in _nested(tuning).items():
         mine = {k: options.pop(k) for k in list(options) if k in field_names(sub)}
-        if mine and name not in changes:
-            changes[name] = replace_fields(sub, what, **mine)
+        if mine:
+            changes[name] = replace_fields(changes.get(name, sub), what, **mine)
     return replace(tuning, **changes)  # type: ignore[type-var]
 
 
-def with_tuning_options(options: dict[str, Any], tuning_type: type, what: str) -> dict[str, Any]:
-    """Constructor `options` with those that name a field of `tuning_type` (nested ones
-    included) folded into options["tuning"] (a given `tuning` is the base they change)."""
-    names = field_names(tuning_type)
-    tuned = {k: options[k] for k in options if k in names}
-    if not tuned:
-        return dict(options)
-    rest = {k: v for k, v in options.items() if k not in names}
-    rest["tuning"] = replace_fields(rest.get("tuning") or tuning_type(), what, **tuned)
+def _check_type(name: str, default: Any, value: Any) -> None:
+    """A spec value must have its field's type (an int where a float is wanted is fine)."""
+    if isinstance(default, bool):
+        ok = isinstance(value, bool)
+    elif isinstance(default, (int, float)):
+        ok = isinstance(value, (int, float)) and not isinstance(value, bool) and (
+            isinstance(default, float) or isinstance(value, int))
+    else:
+        ok = isinstance(value, type(default))
+    if not ok:
+        kind = {bool: "true or false", int: "an integer", float: "a number"}.get(type(default), "a string")
+        raise ValueError(f"{name} must be {kind}, got {value!r}")
+
+
+def with_tuning_options(options: dict[str, Any], method: Callable[..., Any], tuning_type: type,
+                        what: str) -> dict[str, Any]:
+    """`method`'s constructor options with those that name a scalar field of `tuning_type`
+    (nested ones included) folded into options["tuning"] (a given `tuning` is the base they
+    change). A name that is neither an argument of `method` nor such a field is an error
+    that lists both."""
+    params = set(inspect.signature(method).parameters) - {"self"}
+    knobs = scalar_fields(tuning_type)
+    unknown = sorted(k for k in options if k not in params and k not in knobs)
+    if unknown:
+        raise ValueError(f"method {what!r}: unknown option {', '.join(unknown)}; its arguments are "
+                         f"{', '.join(sorted(params))}; its tuning knobs are {', '.join(sorted(knobs))}")
+    tuned = {k: v for k, v in options.items() if k in knobs and k not in params}
+    for k, v in tuned.items():
+        _check_type(f"{what} {k}", knobs[k], v)
+    rest = {k: v for k, v in options.items() if k not in tuned}
+    if tuned:
+        base = rest.get("tuning")
+        rest["tuning"] = replace_fields(tuning_type() if base is None else base, f"{what} tuning", **tuned)
     return rest

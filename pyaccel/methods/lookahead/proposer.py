@@ -66,6 +66,7 @@ class Lookahead(Proposer):
         self.lookup = lookup
         self.jacobi = jacobi
         self.tuning = tuning if tuning is not None else LookaheadTuning()
+        self.tuning.validate()
         self._costs = costs
         self._n_seq_max = 1
         self._max_batch = 1

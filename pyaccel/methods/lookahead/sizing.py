@@ -72,6 +72,18 @@ class LookaheadTuning:
     # Deepest prompt-lookup candidate merged into the tree (with lookup=True).
     lookup_depth: int = 16
 
+    def validate(self) -> None:
+        if not 0.0 <= self.margin < 1.0:
+            raise ValueError(f"lookahead margin must be in [0, 1), got {self.margin}")
+        if not 0.0 < self.hazard_decay <= 1.0 or self.hazard_prior_weight <= 0:
+            raise ValueError(f"lookahead hazard_decay must be in (0, 1] and hazard_prior_weight > 0, got "
+                             f"{self.hazard_decay}, {self.hazard_prior_weight}")
+        if not self.hazard_prior or not all(0.0 <= a <= 1.0 for a in self.hazard_prior):
+            raise ValueError(f"lookahead hazard_prior must hold probabilities, got {self.hazard_prior}")
+        if self.replan_every < 1 or self.lookup_depth < 1:
+            raise ValueError(f"lookahead replan_every and lookup_depth must be >= 1, got {self.replan_every}, "
+                             f"{self.lookup_depth}")
+
 
 def plan_window(costs: "CostModel", depth: int, tuning: LookaheadTuning, max_seqs: int,
                 max_tokens: int) -> WindowPlan | None:

@@ -79,6 +79,18 @@ class LookupTuning:
     copy_stats_decay: float = 0.99
     follower: FollowerTuning = field(default_factory=FollowerTuning)
 
+    def validate(self) -> None:
+        for name in ("stats_decay", "copy_stats_decay"):
+            if not 0.0 < getattr(self, name) <= 1.0:
+                raise ValueError(f"lookup {name} must be in (0, 1], got {getattr(self, name)}")
+        if self.stats_prior_weight <= 0 or self.context_cap < 1:
+            raise ValueError(f"lookup stats_prior_weight must be > 0 and context_cap >= 1, got "
+                             f"{self.stats_prior_weight}, {self.context_cap}")
+        for name in ("prior_fresh", "prior_in_line", "prior_away"):
+            prior = getattr(self, name)
+            if len(prior) != N_BUCKETS or not all(0.0 <= a <= 1.0 for a in prior):
+                raise ValueError(f"lookup {name} must hold {N_BUCKETS} probabilities, got {prior}")
+        self.follower.validate()
 
 
 class _Hazard:
@@ -160,6 +172,7 @@ class PromptLookup(Proposer):
         self.fixed_length = length
         self.rewrites = rewrites
         self.tuning = tuning if tuning is not None else LookupTuning()
+        self.tuning.validate()
         self._costs = costs
         self._n_seq_max = max_candidates
         self._stats = _Hazard(self.tuning)

@@ -24,8 +24,9 @@ An edit the output contradicts is dropped.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from typing import Sequence
+
 
 @dataclass(frozen=True)
 class FollowerTuning:
@@ -49,6 +50,12 @@ class FollowerTuning:
     # a real one (an edit's source), not a chance repeat: matches that resume it are
     # tracked apart from matches elsewhere.
     strong_run: int = 16
+
+    def validate(self) -> None:
+        for f in fields(self):
+            low = 0 if f.name in ("max_skip", "max_new") else 1
+            if getattr(self, f.name) < low:
+                raise ValueError(f"lookup {f.name} must be >= {low}, got {getattr(self, f.name)}")
 
 
 FRESH, IN_LINE, AWAY = 0, 1, 2  # see `CopyFollower.relation`
