@@ -43,9 +43,8 @@ def test_shared_prefixes_become_one_node_with_the_larger_estimate() -> None:
     assert tree.path_probs[:2] == pytest.approx([0.9, 0.81])
     assert [tree.sources[k] for k in tree.owner] == ["lookup", "lookup", "lookup", "lookahead"]
     assert tree.shared.tolist() == [True, True, False, False]
-    # 7 and 8 are exclusive continuations of [5, 6]: 0.729 + 0.125 > 0.81, so both are scaled.
-    assert tree.path_probs[2] + tree.path_probs[3] == pytest.approx(0.81)
-    assert tree.path_probs[3] / tree.path_probs[2] == pytest.approx(0.125 / 0.729)
+    # 7 and 8 are exclusive continuations of [5, 6]: 0.729 + 0.125 > 0.81, so 8 gets what 7 leaves.
+    assert tree.path_probs[2:].tolist() == pytest.approx([0.729, 0.81 - 0.729])
 
 
 def test_a_tree_candidate_keeps_its_shape() -> None:
@@ -66,12 +65,45 @@ def test_the_merge_keeps_to_the_paths_the_pass_holds() -> None:
     assert extended.tokens.tolist() == [1, 2, 3]  # extending a leaf adds no path
 
 
-def test_sibling_cap_scales_subtrees_together() -> None:
+def test_sibling_cap_keeps_the_likeliest_and_scales_the_rest_with_their_subtrees() -> None:
     parents = np.array([-1, -1, 0, 1], np.int32)
-    probs = cap_siblings(parents, np.array([0.8, 0.6, 0.4, 0.3]))
-    assert probs.tolist() == pytest.approx([0.8 / 1.4, 0.6 / 1.4, 0.4 / 1.4, 0.3 / 1.4])
+    probs = cap_siblings(parents, np.array([0.6, 0.8, 0.4, 0.3]))
+    assert probs.tolist() == pytest.approx([0.2, 0.8, 0.4 / 3, 0.3])  # 0.6 -> 0.2: its child by 1/3 too
     untouched = np.array([0.5, 0.3, 0.2])
     assert cap_siblings(np.array([-1, -1, 0], np.int32), untouched).tolist() == untouched.tolist()
+
+
+def _capped_by_brute_force(parents: list[int], probs: list[float]) -> list[float]:
+    """The rule written out per node: walk siblings likeliest first (ties: node order), each
+    taking at most what its parent has left, with its raw subtree scaled by the same factor."""
+    out = list(probs)
+    factor = [1.0] * len(probs)
+    for par in [-1, *range(len(probs))]:
+        kids = [i for i, p in enumerate(parents) if p == par]
+        left = 1.0 if par < 0 else out[par]
+        inherited = 1.0 if par < 0 else factor[par]
+        for i in sorted(kids, key=lambda i: (-probs[i] * inherited, i)):
+            out[i] = min(probs[i] * inherited, max(left, 0.0))
+            factor[i] = out[i] / probs[i] if probs[i] else 0.0
+            left -= out[i]
+    return out
+
+
+def test_sibling_cap_matches_the_rule_and_never_raises_an_estimate() -> None:
+    rng = np.random.default_rng(3)
+    for _ in range(200):
+        n = int(rng.integers(1, 9))
+        parents = [-1] + [int(rng.integers(-1, i)) for i in range(1, n)]
+        probs = [float(x) for x in rng.uniform(0.0, 1.0, n)]
+        for i, par in enumerate(parents):  # a path estimate never grows along its path
+            if par >= 0:
+                probs[i] = min(probs[i], probs[par])
+        capped = cap_siblings(np.array(parents, np.int32), np.array(probs))
+        assert capped.tolist() == pytest.approx(_capped_by_brute_force(parents, probs))
+        assert np.all(capped <= np.array(probs) + 1e-12)
+        for par in [-1, *range(n)]:
+            kids = [i for i, p in enumerate(parents) if p == par]
+            assert sum(capped[kids]) <= (1.0 if par < 0 else capped[par]) + 1e-9
 
 
 # ---- the policy on scripted proposers ------------------------------------------------------------

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
@@ -16,7 +18,7 @@ from test_auto import CPU, FLAT, Scripted, chain
 
 
 def two_source_tree() -> MergedTree:
-    return merge_trees([chain([10, 11, 12], 0.5, "lookup"), chain([20, 21], 0.9, "pool")], max_leaves=8)
+    return merge_trees([chain([10, 11, 12], 0.5, "lookup"), chain([20, 21], 0.45, "pool")], max_leaves=8)
 
 
 def test_no_evidence_leaves_estimates_alone() -> None:
@@ -25,7 +27,7 @@ def test_no_evidence_leaves_estimates_alone() -> None:
 
 
 def test_an_overconfident_proposer_is_distrusted_most_in_its_band() -> None:
-    tree = two_source_tree()  # lookup: 0.5, 0.25, 0.125; pool: 0.9, 0.81 (capped together below 1)
+    tree = two_source_tree()  # lookup: 0.5, 0.25, 0.125; pool: 0.45, 0.2025
     cal = Calibration(CalibrationTuning(decay=1.0, prior_weight=2.0))
     lookup_nodes = np.flatnonzero(np.asarray([tree.sources[o] for o in tree.owner]) == "lookup")
     first = lookup_nodes[:1]  # the 0.5 node (band 0.4-0.6), verified 20 times, never accepted
@@ -163,3 +165,29 @@ def test_auto_builds_no_tree_where_nothing_could_pay() -> None:
     assert len(draft) == 0 and auto._step is not None and auto._step.tree is None
     auto.observe(StepOutcome(draft, [], 99, 3, np.zeros((1, 4), np.float32)))
     assert auto.counters["steps"] == 1 and "drafting_steps" not in auto.counters
+
+
+# ---- estimates a proposer learnt itself ------------------------------------------------------
+
+
+def test_learnt_estimates_are_neither_rescaled_nor_recorded() -> None:
+    copy = replace(chain([10, 11], 0.5, "lookup"), learnt=True)  # lookup's copy statistics
+    fresh = chain([20], 0.3, "lookup")  # a fresh match: its prior restarts every prompt
+    tree = merge_trees([copy, fresh], max_leaves=8)
+    assert tree.learnt.tolist() == [True, True, False]
+    cal = Calibration(CalibrationTuning(decay=1.0))
+    for _ in range(20):  # every node verified, none accepted
+        cal.record(tree, np.arange(len(tree)), np.zeros(0, np.int64))
+    probs = cal.apply(tree)
+    assert probs[:2].tolist() == pytest.approx(tree.path_probs[:2].tolist())
+    assert probs[2] < 0.1 * tree.path_probs[2]
+    assert cal.candidate(copy).tolist() == copy.path_probs.tolist()
+    assert cal.candidate(fresh)[0] == pytest.approx(probs[2])
+    assert cal._predicted["lookup"].sum() == pytest.approx(20 * 0.3)  # the fresh node's evidence only
+
+
+def test_a_shared_node_takes_the_learnt_flag_of_the_estimate_it_keeps() -> None:
+    tree = merge_trees([chain([5, 6], 0.9, "pool"), replace(chain([5], 0.6, "lookup"), learnt=True)], max_leaves=8)
+    assert tree.learnt.tolist() == [False, False]  # the pool's 0.9 won node 5
+    tree = merge_trees([chain([5, 6], 0.5, "pool"), replace(chain([5], 0.6, "lookup"), learnt=True)], max_leaves=8)
+    assert tree.learnt.tolist() == [True, False]

@@ -28,12 +28,16 @@ class Candidate:
       grows along a path, and siblings (exclusive continuations) sum to at most their
       parent's.
     source: the proposer's name; auto's counters credit accepted tokens to it.
+    learnt: the estimates come from statistics the proposer keeps of how such drafts fared
+      on every position, carried from call to call (prompt lookup's copy statistics), so
+      auto takes them as they are: it neither rescales them nor learns from them.
     """
 
     tokens: npt.NDArray[np.int32]
     parents: npt.NDArray[np.int32]
     path_probs: npt.NDArray[np.float64]
     source: str
+    learnt: bool = False
 
     @staticmethod
     def chain(tokens: Sequence[int] | npt.NDArray[np.int32], probs: npt.ArrayLike, source: str) -> "Candidate":

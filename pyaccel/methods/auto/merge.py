@@ -8,8 +8,13 @@ proposers read the same text (the prompt lookup and the pool both index the prom
 output), so their agreement is weak extra evidence, and counting it as independent would
 draft a shared guess as if it were nearly certain. The node is credited to the proposer
 with that estimate (its `owner`). Children of one node are exclusive events, so where
-estimates from different proposers make siblings sum to more than their parent, the
-siblings' subtrees are scaled down together (`cap_siblings`).
+estimates from different proposers (or a proposer's own alternatives, such as prompt
+lookup's tree and the copy it follows) make siblings sum to more than their parent, the
+likeliest keeps its estimate and the others share what is left, their subtrees scaled
+with them (`cap_siblings`): prompt lookup ranks its own branches the same way. Scaling
+every sibling down together instead turned two confident, conflicting copies (0.98 each)
+into two half-likely ones, and auto drafted neither where lookup, taking its best, copied
+63 tokens in one pass.
 """
 
 from __future__ import annotations
@@ -27,7 +32,8 @@ from ..candidate import Candidate
 class MergedTree:
     """One prefix tree: node i holds tokens[i] under parents[i] (-1: the root), accepted with
     probability path_probs[i]; owner[i] indexes `sources` (whose estimate it carries);
-    shared[i]: more than one proposer put it there."""
+    shared[i]: more than one proposer put it there; learnt[i]: its estimate is one auto takes
+    as it is (`Candidate.learnt`)."""
 
     tokens: npt.NDArray[np.int32]
     parents: npt.NDArray[np.int32]
@@ -35,6 +41,7 @@ class MergedTree:
     owner: npt.NDArray[np.int64]
     shared: npt.NDArray[np.bool_]
     sources: tuple[str, ...]
+    learnt: npt.NDArray[np.bool_]
 
     def __len__(self) -> int:
         return int(self.tokens.shape[0])
@@ -50,17 +57,18 @@ class _Builder:
     probs: list[float]
     owner: list[int]
     holders: list[int]  # bit s: source s put the node there
+    learnt: list[bool]
     has_child: list[bool]
     index: dict[tuple[int, int], int]
     leaves: int = 0
 
-    def add(self, parent: int, token: int, prob: float, source: int) -> int | None:
+    def add(self, parent: int, token: int, prob: float, source: int, learnt: bool) -> int | None:
         """The node for `token` under `parent` (created if it fits), or None when a new leaf
         would exceed max_leaves (each leaf is one attention sequence of the pass)."""
         node = self.index.get((parent, token))
         if node is not None:
             if prob > self.probs[node]:
-                self.probs[node], self.owner[node] = prob, source
+                self.probs[node], self.owner[node], self.learnt[node] = prob, source, learnt
             self.holders[node] |= 1 << source
             return node
         # A child of the root or of a node with children is a new path; a first child
@@ -78,6 +86,7 @@ class _Builder:
         self.probs.append(prob)
         self.owner.append(source)
         self.holders.append(1 << source)
+        self.learnt.append(learnt)
         self.has_child.append(False)
         return node
 
@@ -87,33 +96,45 @@ def merge_trees(candidates: Sequence[Candidate], max_leaves: int) -> MergedTree:
     most `max_leaves` root-to-leaf paths (a node that would add one more is left out, with
     its subtree)."""
     sources = tuple(dict.fromkeys(c.source for c in candidates))
-    b = _Builder(max(0, max_leaves), [], [], [], [], [], [], {})
+    b = _Builder(max(0, max_leaves), [], [], [], [], [], [], [], {})
     for cand in sorted(candidates, key=lambda c: -c.expected_tokens):
         src = sources.index(cand.source)
         placed: list[int | None] = []
         for tok, par, prob in zip(cand.tokens.tolist(), cand.parents.tolist(), cand.path_probs.tolist()):
             at = -1 if par < 0 else placed[par]
-            placed.append(None if at is None else b.add(at, tok, prob, src))
+            placed.append(None if at is None else b.add(at, tok, prob, src, cand.learnt))
     parents = np.asarray(b.parents, dtype=np.int32)
     shared = np.asarray([h & (h - 1) != 0 for h in b.holders], dtype=bool)  # more than one bit set
     return MergedTree(np.asarray(b.tokens, dtype=np.int32), parents,
                       cap_siblings(parents, np.asarray(b.probs, dtype=np.float64)),
-                      np.asarray(b.owner, dtype=np.int64), shared, sources)
+                      np.asarray(b.owner, dtype=np.int64), shared, sources, np.asarray(b.learnt, dtype=bool))
 
 
 def cap_siblings(parents: npt.NDArray[np.int32], probs: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
     """`probs` with every node's children summing to at most the node's probability (the
-    root's: 1): where they sum to more, the children and their subtrees are scaled by one
-    factor. Parents come before their children."""
+    root's: 1). Where they sum to more, the likeliest child keeps its estimate and each next
+    one (by estimate; ties in node order, the likelier candidate's first) gets at most what
+    its elder siblings left; a child cut from p to p' scales its subtree by p' / p. Parents
+    come before their children."""
     n = len(probs)
     if n == 0:
         return probs
-    child_sum = np.zeros(n + 1)  # index parent + 1 (0: the root)
-    np.add.at(child_sum, parents.astype(np.int64) + 1, probs)
-    own = np.concatenate(([1.0], probs))
-    with np.errstate(divide="ignore", invalid="ignore"):
-        cap = np.where(child_sum > own, own / child_sum, 1.0)  # factor for the children of each
-    scale = np.empty(n)
+    raw = np.asarray(probs, dtype=np.float64)
+    children: dict[int, list[int]] = {}
     for i, par in enumerate(parents.tolist()):
-        scale[i] = cap[par + 1] * (1.0 if par < 0 else scale[par])
-    return probs * scale
+        children.setdefault(par, []).append(i)
+    out = raw.copy()
+    scale = np.ones(n)  # each node's estimate over its raw one, passed down to its subtree
+    for par in [-1, *range(n)]:  # a node's own value is final before its children's
+        kids = children.get(par)
+        if not kids:
+            continue
+        inherited = 1.0 if par < 0 else scale[par]
+        vals = raw[kids] * inherited
+        left = 1.0 if par < 0 else out[par]
+        for k in np.argsort(-vals, kind="stable").tolist():
+            node = kids[k]
+            out[node] = min(vals[k], max(left, 0.0))
+            scale[node] = out[node] / raw[node] if raw[node] > 0 else 0.0
+            left -= out[node]
+    return out

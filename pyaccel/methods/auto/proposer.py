@@ -213,7 +213,7 @@ class Auto(Proposer):
         assert self._costs is not None
         if not cands:
             return False
-        probs = np.concatenate([self.calibration.scaled(c.source, c.path_probs) for c in cands])
+        probs = np.concatenate([self.calibration.candidate(c) for c in cands])
         return may_pay(self._costs.curve(depth), probs, budget, self.tuning.plan_margin)
 
     def _plan(self, tree: MergedTree, depth: int, budget: int) -> "_core.TreePlan | None":

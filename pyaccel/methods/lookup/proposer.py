@@ -143,6 +143,7 @@ class _Candidates:
     path_probs: np.ndarray
     chain: list[int]
     buckets: list[int]
+    learnt: bool  # estimated from the copy statistics (not the fresh ones, restarted per prompt)
 
 
 class PromptLookup(Proposer):
@@ -237,14 +238,16 @@ class PromptLookup(Proposer):
         if chain:
             buckets = [N_BUCKETS * relation + agreement_bucket(int(tree.contexts[d]) + d) for d in range(len(chain))]
             out.append(_Candidates(np.asarray(tree.tokens, np.int32), np.asarray(tree.parents, np.int32),
-                                   self._path_probs(tree, N_BUCKETS * relation), chain, buckets))
+                                   self._path_probs(tree, N_BUCKETS * relation), chain, buckets,
+                                   relation != FRESH))
         if followed is not None and (not chain or followed.tokens[:len(chain)] != chain[:len(followed.tokens)]
                                      or followed.agreement > int(tree.contexts[0])):
             offset = N_BUCKETS * (IN_LINE if followed.in_line else FRESH)
             buckets = [offset + agreement_bucket(followed.agreement + d) for d in range(len(followed.tokens))]
             out.append(_Candidates(np.asarray(followed.tokens, np.int32),
                                    np.arange(-1, len(followed.tokens) - 1, dtype=np.int32),
-                                   np.cumprod(np.asarray(self._stats.alpha())[buckets]), followed.tokens, buckets))
+                                   np.cumprod(np.asarray(self._stats.alpha())[buckets]), followed.tokens, buckets,
+                                   followed.in_line))
         return out
 
     def _step_candidates(self, tokens: list[int], budget: int) -> tuple[list[_Candidates], int]:
@@ -269,7 +272,7 @@ class PromptLookup(Proposer):
         differs), each node with its probability of acceptance from the learnt hazard; the
         public candidates API (`pyaccel.methods.candidate`), in place of `propose`."""
         cands, _ = self._step_candidates(tokens, budget)
-        return [Candidate(c.tokens, c.parents, c.path_probs, self.name) for c in cands]
+        return [Candidate(c.tokens, c.parents, c.path_probs, self.name, c.learnt) for c in cands]
 
     def propose(self, tokens: list[int], budget: int) -> Draft:
         cands, depth = self._step_candidates(tokens, budget)
