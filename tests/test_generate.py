@@ -166,8 +166,10 @@ def test_cli_models_list_and_errors(gemma_path: Path) -> None:
 def test_cli_models_costs_shows_the_curve_at_each_depth(gemma_path: Path) -> None:
     out = subprocess.run([sys.executable, "-m", "pyaccel", "models", "costs", str(gemma_path)],
                          capture_output=True, text=True, check=True, timeout=600)
-    lines = out.stdout.splitlines()
-    assert lines[0] == ("| tokens in one decode | ms behind 128 | relative behind 128 | ms behind 1024 | "
-                        "relative behind 1024 | ms behind 2048 | relative behind 2048 |")
+    lines = out.stdout.splitlines()  # the table alone: whether the curve is learnt from use goes to stderr
+    head = [c.strip() for c in lines[0].strip("|").split("|")]
+    depths = [int(c.removeprefix("ms behind ")) for c in head[1::2]]
+    assert head[0] == "tokens in one decode" and depths == sorted(depths) and depths  # measured: 128, 1024, 2048
+    assert head[1:] == [c for d in depths for c in (f"ms behind {d}", f"relative behind {d}")]
     assert lines[2].startswith("| 1 | ") and lines[-1].startswith("| 64 | ")
     assert all(float(cell) > 0 for cell in lines[-1].strip("|").split("|")[1:])

@@ -129,7 +129,8 @@ def _show_costs(args: argparse.Namespace) -> int:
     if cost_model.learnt is not None:
         n = sum(len(v) for v in cost_model.learnt.cells.values())
         print(f"Learnt from use ({n} decodes timed; it grows as the model is used). "
-              f"`pyaccel models costs {args.name} --remeasure` measures the full curve (minutes).\n")
+              f"`pyaccel models costs {args.name} --remeasure` measures the full curve (minutes).",
+              file=sys.stderr)
     print(curve_table(costs))
     return 0
 
