@@ -169,3 +169,46 @@ def test_a_copy_grows_strong_through_its_edits() -> None:
     stream += src[14:17]
     f.follow(stream)
     assert f.relation(16) == IN_LINE and f.relation(3) == AWAY
+
+
+def _longest_match(stream: list[int], cap: int = 64) -> tuple[int, int]:
+    """(end index, agreement) of the earlier occurrence agreeing longest with the stream's
+    end (the latest among equals): the match prompt lookup would align the follower with."""
+    n, best = len(stream), (-1, 0)
+    for end in range(n - 1):
+        k = 0
+        while k < min(cap, end + 1) and stream[end - k] == stream[n - 1 - k]:
+            k += 1
+        if k >= best[1]:
+            best = (end, k)
+    return best
+
+
+def _step_over(f: CopyFollower, stream: list[int], positions: list[int]) -> None:
+    """Drive the follower as prompt lookup does: at each step, catch up, then align with
+    the longest match."""
+    for n in positions:
+        f.follow(stream[:n])
+        end, agreement = _longest_match(stream[:n])
+        f.align(stream[:n], end, agreement)
+
+
+def test_a_strong_copy_survives_a_chance_match_at_its_edit_whatever_the_steps() -> None:
+    """The copy breaks at a first-seen rename, and its first new tokens, with the 7 before,
+    also occur in the instruction (8 agreeing tokens: a jump). A caller stepping one token
+    at a time must end up where one stepping over the edit does: following the copy."""
+    src = list(range(100, 120)) + [OLD] + list(range(121, 140))
+    instruction = [50, *src[13:20], *NEW, 51, 52, 53]
+    base = len(instruction) + 1
+    output = src[:20] + list(NEW) + src[21:26]
+    stream = instruction + [0] + src + [0] + output
+    start = len(stream) - len(output) + 5
+    ends = {}
+    for name, positions in (("token by token", list(range(start, len(stream) + 1))),
+                            ("over the edit", [start, len(stream)])):
+        f = CopyFollower()
+        _step_over(f, stream, positions)
+        followed = f.draft(stream, 5)
+        ends[name] = (f.relation(base + 25), followed.tokens if followed else None)
+    assert ends["over the edit"] == (IN_LINE, src[26:31])
+    assert ends["token by token"] == ends["over the edit"]

@@ -221,15 +221,26 @@ class CopyFollower:
     def align(self, stream: Sequence[int], source_end: int, agreement: int) -> None:
         """An n-gram match: the stream's last `agreement` tokens equal those ending at
         `source_end`. It anchors the copy when it agrees over more than what is followed
-        (while the output is away from the followed copy, over more than `jump` tokens)."""
+        (while the output is away from the followed copy, over more than `jump` tokens).
+        A copy broken so recently that it may yet resume through an edit (`_resync` has
+        not seen the tokens it needs) is still the followed one: a match replaces it only
+        by agreeing over more than it did, so a caller stepping one token at a time does
+        not lose to a chance repeat of the edit's first new tokens the copy that a caller
+        stepping over the edit keeps."""
         if agreement < self.resync:
             return
-        if self._broke is not None and agreement < self.tuning.jump_agreement:
+        b = self._broke
+        if b is not None and (agreement < self.tuning.jump_agreement or self._may_resume(stream, b, agreement)):
             return
         if self._anchor is None or agreement > self._anchor.agreement:
             self._broke = None
             self._anchor = _Anchor(source_end, len(stream) - 1, agreement, agreement)
             self._pending = []
+
+    def _may_resume(self, stream: Sequence[int], b: "_Break", agreement: int) -> bool:
+        """Could the copy broken at `b` still resume through an edit, and did it agree over
+        at least `agreement` tokens?"""
+        return agreement <= b.agreement and len(stream) - b.out < self.max_span + self.resync
 
     def relation(self, source_end: int) -> int:
         """How a match ending at `source_end` stands to the followed copy: FRESH when no
