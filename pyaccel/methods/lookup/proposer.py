@@ -143,7 +143,12 @@ class _Candidates:
     path_probs: np.ndarray
     chain: list[int]
     buckets: list[int]
-    learnt: bool  # estimated from the copy statistics (not the fresh ones, restarted per prompt)
+
+    @property
+    def learnt(self) -> bool:
+        """Estimated from the copy statistics, kept from call to call (`_Hazard`: buckets past
+        the fresh ones, which restart with every prompt)."""
+        return self.buckets[0] >= N_BUCKETS
 
 
 class PromptLookup(Proposer):
@@ -238,16 +243,14 @@ class PromptLookup(Proposer):
         if chain:
             buckets = [N_BUCKETS * relation + agreement_bucket(int(tree.contexts[d]) + d) for d in range(len(chain))]
             out.append(_Candidates(np.asarray(tree.tokens, np.int32), np.asarray(tree.parents, np.int32),
-                                   self._path_probs(tree, N_BUCKETS * relation), chain, buckets,
-                                   relation != FRESH))
+                                   self._path_probs(tree, N_BUCKETS * relation), chain, buckets))
         if followed is not None and (not chain or followed.tokens[:len(chain)] != chain[:len(followed.tokens)]
                                      or followed.agreement > int(tree.contexts[0])):
             offset = N_BUCKETS * (IN_LINE if followed.in_line else FRESH)
             buckets = [offset + agreement_bucket(followed.agreement + d) for d in range(len(followed.tokens))]
             out.append(_Candidates(np.asarray(followed.tokens, np.int32),
                                    np.arange(-1, len(followed.tokens) - 1, dtype=np.int32),
-                                   np.cumprod(np.asarray(self._stats.alpha())[buckets]), followed.tokens, buckets,
-                                   followed.in_line))
+                                   np.cumprod(np.asarray(self._stats.alpha())[buckets]), followed.tokens, buckets))
         return out
 
     def _step_candidates(self, tokens: list[int], budget: int) -> tuple[list[_Candidates], int]:
