@@ -19,7 +19,7 @@ into two half-likely ones, and auto drafted neither where lookup, taking its bes
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Sequence
 
 import numpy as np
@@ -52,14 +52,14 @@ class _Builder:
     """The tree as it grows; a node is keyed by (parent node, token)."""
 
     max_leaves: int
-    tokens: list[int]
-    parents: list[int]
-    probs: list[float]
-    owner: list[int]
-    holders: list[int]  # bit s: source s put the node there
-    learnt: list[bool]
-    has_child: list[bool]
-    index: dict[tuple[int, int], int]
+    tokens: list[int] = field(default_factory=list)
+    parents: list[int] = field(default_factory=list)
+    probs: list[float] = field(default_factory=list)
+    owner: list[int] = field(default_factory=list)
+    holders: list[int] = field(default_factory=list)  # bit s: source s put the node there
+    learnt: list[bool] = field(default_factory=list)
+    has_child: list[bool] = field(default_factory=list)
+    index: dict[tuple[int, int], int] = field(default_factory=dict)
     leaves: int = 0
 
     def add(self, parent: int, token: int, prob: float, source: int, learnt: bool) -> int | None:
@@ -96,7 +96,7 @@ def merge_trees(candidates: Sequence[Candidate], max_leaves: int) -> MergedTree:
     most `max_leaves` root-to-leaf paths (a node that would add one more is left out, with
     its subtree)."""
     sources = tuple(dict.fromkeys(c.source for c in candidates))
-    b = _Builder(max(0, max_leaves), [], [], [], [], [], [], [], {})
+    b = _Builder(max(0, max_leaves))
     for cand in sorted(candidates, key=lambda c: -c.expected_tokens):
         src = sources.index(cand.source)
         placed: list[int | None] = []
