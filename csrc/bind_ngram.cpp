@@ -38,6 +38,17 @@ void bind_ngram_index(py::module_ & m) {
         .def_readonly("n_occurrences", &DraftTree::n_occurrences)
         .def("__len__", [](const DraftTree & t) { return t.tokens.size(); })
         .def("__repr__", &tree_repr);
+    m.def("agreement_bucket", &agreement_bucket, "k"_a, "n_buckets"_a,
+          "Bucket of context agreement k: min(n_buckets - 1, floor(2 log2 max(k, 1))).");
+    m.def("agreement_buckets", [](const py::object & ks, int32_t n_buckets) {
+        std::vector<int32_t> out = int32_vector(ks, "ks");
+        for (int32_t & k : out) k = agreement_bucket(k, n_buckets);
+        return as_array(out);
+    }, "ks"_a, "n_buckets"_a, "agreement_bucket of each k.");
+    m.def("lookup_path_probs", [](const DraftTree & tree, const std::vector<double> & hazard) {
+        return as_array(lookup_path_probs(tree, hazard));
+    }, "tree"_a, "hazard"_a,
+          "P(node accepted) per node of a lookup tree from per-bucket hazards (ngram.h).");
     py::class_<NgramIndex>(m, "NgramIndex", "Prompt-lookup index over one token stream; not thread-safe.")
         .def(py::init<int32_t, int32_t>(), "n_min"_a = NgramIndex::kDefaultNMin, "n_max"_a = NgramIndex::kDefaultNMax)
         .def("append", [](NgramIndex & self, const py::object & tokens) {

@@ -5,6 +5,7 @@
 #include "errors.h"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 #include <queue>
 
@@ -226,6 +227,47 @@ DraftTree NgramIndex::lookup(int32_t n_min, int32_t n_max, int32_t max_len,
         return tree;
     }
     return DraftTree{};
+}
+
+int32_t agreement_bucket(int32_t k, int32_t n_buckets) {
+    if (n_buckets < 1) fail("agreement_bucket needs n_buckets >= 1, got ", n_buckets);
+    const double half_octaves = 2.0 * std::log2(static_cast<double>(std::max(k, 1)));
+    return std::min(n_buckets - 1, static_cast<int32_t>(half_octaves));
+}
+
+std::vector<double> lookup_path_probs(const DraftTree & tree, const std::vector<double> & hazard) {
+    if (hazard.empty()) fail("lookup_path_probs needs a hazard curve with at least one bucket");
+    const size_t n = tree.parents.size();
+    if (tree.counts.size() != n || tree.contexts.size() != n) {
+        fail("lookup_path_probs: parents, counts and contexts differ in length");
+    }
+    const auto buckets = static_cast<int32_t>(hazard.size());
+    // Per parent (index + 1: the root is 0): the children's total count and the first
+    // child's conditional acceptance (-1 until that child is seen).
+    std::vector<double> total(n + 1, 0.0);
+    std::vector<double> top(n + 1, -1.0);
+    std::vector<int32_t> depth(n, 0);
+    std::vector<double> prob(n, 0.0);
+    for (size_t i = 0; i < n; ++i) {
+        const int32_t par = tree.parents[i];
+        if (par < -1 || par >= static_cast<int32_t>(i)) {
+            fail("lookup_path_probs: parents[", i, "] = ", par, " is not an earlier node or -1");
+        }
+        total[static_cast<size_t>(par + 1)] += static_cast<double>(tree.counts[i]);
+    }
+    for (size_t i = 0; i < n; ++i) {
+        const int32_t par = tree.parents[i];
+        const size_t slot = static_cast<size_t>(par + 1);
+        depth[i] = par < 0 ? 0 : depth[static_cast<size_t>(par)] + 1;
+        const double above = par < 0 ? 1.0 : prob[static_cast<size_t>(par)];
+        if (top[slot] < 0.0) {
+            top[slot] = hazard[static_cast<size_t>(agreement_bucket(tree.contexts[i] + depth[i], buckets))];
+            prob[i] = above * top[slot];
+        } else {
+            prob[i] = above * (1.0 - top[slot]) * static_cast<double>(tree.counts[i]) / total[slot];
+        }
+    }
+    return prob;
 }
 
 }  // namespace pyaccel

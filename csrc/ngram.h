@@ -108,6 +108,20 @@ private:
     std::vector<PositionMap> maps_;  // maps_[n - n_min_]
 };
 
+// Bucket of context agreement k (half-octaves: 1, 2, 3, 4-5, 6-7, 8-11, 12-15, 16-22, ...):
+// min(n_buckets - 1, floor(2 log2 max(k, 1))). n_buckets >= 1.
+int32_t agreement_bucket(int32_t k, int32_t n_buckets);
+
+// P(node accepted) for every node of a lookup tree, from a hazard curve over agreement
+// buckets: hazard[b] = P(the copy goes on | a token after k agreeing tokens, b =
+// agreement_bucket(k, hazard.size())); hazard must not be empty.
+// P(node) = P(parent accepted) * c(node) (the root is accepted). The first child of a
+// parent in node order (its best-ranked) continues the occurrence with the longest
+// agreement: c = hazard[agreement_bucket(contexts[i] + depth(i))], depth 0 for a child of
+// the root. Every other child shares the rest, 1 - that, by its count over the counts of
+// all the parent's children. O(n) in the tree's nodes.
+std::vector<double> lookup_path_probs(const DraftTree & tree, const std::vector<double> & hazard);
+
 // ---------------------------------------------------------------------------------------
 // Persistent n-gram caches
 // ---------------------------------------------------------------------------------------

@@ -139,6 +139,18 @@ class DraftTree:
     def n_occurrences(self) -> int: ...
     def __len__(self) -> int: ...
 
+def agreement_bucket(k: int, n_buckets: int) -> int:
+    """Bucket of context agreement k (half-octaves: 1, 2, 3, 4-5, 6-7, 8-11, ...):
+    min(n_buckets - 1, floor(2 log2 max(k, 1)))."""
+
+def agreement_buckets(ks: _IntArrayLike, n_buckets: int) -> npt.NDArray[np.int32]:
+    """agreement_bucket of each k."""
+
+def lookup_path_probs(tree: DraftTree, hazard: Sequence[float]) -> npt.NDArray[np.float64]:
+    """P(node accepted) per node: P(parent) * c(node). A parent's first child (in node
+    order) has c = hazard[agreement_bucket(contexts[i] + depth(i), len(hazard))]; every
+    other child shares 1 - that by its count over all the parent's children's counts."""
+
 class NgramIndex:
     """Prompt-lookup index over one token stream (prompt + output); not thread-safe."""
 

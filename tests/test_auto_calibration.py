@@ -69,6 +69,34 @@ def test_old_evidence_fades() -> None:
     assert low < 0.2 and cal.apply(tree)[0] == pytest.approx(0.5, abs=0.01)
 
 
+def test_the_fade_matches_fading_every_count_each_step() -> None:
+    """The record fades by one shared scale; its ratios equal those of counts multiplied by
+    the decay at every step, also past the point where that scale is folded into them."""
+    tree = two_source_tree()
+    decay = 0.5  # folds after ~330 steps
+    cal = Calibration(CalibrationTuning(decay=decay))
+    bands = len(CalibrationTuning().edges) + 1
+    pred = {s: np.zeros(bands) for s in tree.sources}
+    acc = {s: np.zeros(bands) for s in tree.sources}
+    rng = np.random.default_rng(3)
+    for step in range(800):
+        verified = np.flatnonzero(rng.random(len(tree)) < 0.4)
+        kept = verified[rng.random(len(verified)) < 0.5]
+        cal.record(tree, verified, kept)
+        for s in tree.sources:
+            pred[s] *= decay
+            acc[s] *= decay
+        for i in verified:
+            src = tree.sources[tree.owner[i]]
+            band = int(np.searchsorted(CalibrationTuning().edges, tree.path_probs[i], side="right"))
+            pred[src][band] += tree.path_probs[i]
+            acc[src][band] += float(i in kept)
+        if step % 97 == 0 or step > 795:
+            for s in tree.sources:
+                overall = (acc[s].sum() + 2.0) / (pred[s].sum() + 2.0)
+                np.testing.assert_allclose(cal.ratio(s), (acc[s] + 2.0 * overall) / (pred[s] + 2.0), rtol=1e-9)
+
+
 def test_auto_stops_drafting_a_proposer_that_is_never_right() -> None:
     # On a curve where every extra token costs 0.1, a chain at 0.6 per token clearly pays;
     # verification then never accepts it.

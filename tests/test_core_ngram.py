@@ -205,6 +205,54 @@ def test_tree_properties(stream, max_len, max_candidates):
     assert chain.tokens.tolist() == tree.tokens[: len(chain)].tolist()  # branch 1 first
 
 
+def ref_bucket(k: int, n_buckets: int) -> int:
+    """floor(2 log2 k) = floor(log2 k^2), in integers, capped."""
+    return min(n_buckets - 1, (max(k, 1) ** 2).bit_length() - 1)
+
+
+def ref_path_probs(tree, hazard: list[float]) -> list[float]:
+    """Per node, the product along its path of each node's conditional acceptance among
+    its siblings: the first sibling h(bucket(context + depth)), the others 1 - that by count."""
+    parents, counts, contexts = tree.parents.tolist(), tree.counts.tolist(), tree.contexts.tolist()
+
+    def depth(i: int) -> int:
+        return 0 if parents[i] < 0 else 1 + depth(parents[i])
+
+    def conditional(i: int) -> float:
+        siblings = [j for j in range(len(parents)) if parents[j] == parents[i]]
+        first = siblings[0]
+        h = hazard[ref_bucket(contexts[first] + depth(first), len(hazard))]
+        return h if i == first else (1 - h) * counts[i] / sum(counts[j] for j in siblings)
+
+    def prob(i: int) -> float:
+        return conditional(i) * (1.0 if parents[i] < 0 else prob(parents[i]))
+
+    return [prob(i) for i in range(len(parents))]
+
+
+def test_agreement_buckets_match_the_integer_rule():
+    ks = list(range(-2, 300)) + [2**20, 2**31 - 1]
+    assert _core.agreement_buckets(ks, 15).tolist() == [ref_bucket(k, 15) for k in ks]
+    assert [_core.agreement_bucket(k, 40) for k in ks] == [ref_bucket(k, 40) for k in ks]
+    with pytest.raises(ValueError, match="n_buckets"):
+        _core.agreement_bucket(3, 0)
+
+
+@SETTINGS
+@given(stream=st.lists(st.integers(0, 3), min_size=2, max_size=60), max_len=st.integers(1, 8),
+       max_candidates=st.integers(1, 6), context_cap=st.integers(0, 12),
+       hazard=st.lists(st.floats(0.0, 1.0), min_size=1, max_size=16))
+def test_lookup_path_probs_match_reference(stream, max_len, max_candidates, context_cap, hazard):
+    index = _core.NgramIndex(1, 3)
+    index.append(stream)
+    tree = index.lookup(1, 3, max_len, max_candidates, context_cap)
+    got = _core.lookup_path_probs(tree, hazard)
+    assert got.dtype == np.float64 and len(got) == len(tree)
+    np.testing.assert_allclose(got, ref_path_probs(tree, hazard), rtol=1e-12, atol=0)
+    with pytest.raises(ValueError, match="hazard"):
+        _core.lookup_path_probs(tree, [])
+
+
 def test_lookup_handmade_prefers_longest_match_and_frequency():
     stream = [1, 2, 3, 1, 2, 4, 1, 2, 3, 1, 2]
     index = _core.NgramIndex(1, 3)

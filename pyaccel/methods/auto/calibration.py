@@ -64,17 +64,26 @@ class Calibration:
     def __init__(self, tuning: CalibrationTuning | None = None) -> None:
         self.tuning = tuning if tuning is not None else CalibrationTuning()
         self.tuning.validate()
+        # Per source, predicted and accepted nodes per band, stored in units of `_scale`
+        # (the fade since the record began): fading every source is one multiplication.
         self._predicted: dict[str, npt.NDArray[np.float64]] = {}
         self._accepted: dict[str, npt.NDArray[np.float64]] = {}
+        self._scale = 1.0
 
     def _band(self, probs: npt.NDArray[np.float64]) -> npt.NDArray[np.int64]:
         return np.searchsorted(np.asarray(self.tuning.edges), probs, side="right").astype(np.int64)
 
-    def _rows(self, source: str) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
+    def _stored(self, source: str) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
+        """`source`'s rows in stored units (times `_scale`: the faded counts)."""
         if source not in self._predicted:
             n = len(self.tuning.edges) + 1
             self._predicted[source], self._accepted[source] = np.zeros(n), np.zeros(n)
         return self._predicted[source], self._accepted[source]
+
+    def _rows(self, source: str) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
+        """`source`'s faded predicted and accepted nodes per band."""
+        pred, acc = self._stored(source)
+        return pred * self._scale, acc * self._scale
 
     def ratio(self, source: str) -> npt.NDArray[np.float64]:
         """Accepted over predicted per band for `source`, each band shrunk towards the
@@ -121,23 +130,25 @@ class Calibration:
             mine = tree.owner[verified] == s
             if not mine.any():
                 continue
-            pred, acc = self._rows(source)
-            np.add.at(pred, bands[mine], tree.path_probs[verified][mine])
-            np.add.at(acc, bands[mine], kept[mine].astype(np.float64))
+            pred, acc = self._stored(source)
+            np.add.at(pred, bands[mine], tree.path_probs[verified][mine] / self._scale)
+            np.add.at(acc, bands[mine], kept[mine].astype(np.float64) / self._scale)
 
     def fade(self) -> None:
         """One step of fading of the old evidence (every step calls it once, through
         `record` where a tree was built)."""
-        decay = self.tuning.decay
-        for source in list(self._predicted):
-            self._predicted[source] *= decay
-            self._accepted[source] *= decay
+        self._scale *= self.tuning.decay
+        if self._scale < 1e-100:  # fold the fade into the rows before it underflows
+            for source in self._predicted:
+                self._predicted[source] *= self._scale
+                self._accepted[source] *= self._scale
+            self._scale = 1.0
 
     def summary(self) -> dict[str, float]:
         """Overall accepted / predicted per proposer (for counters)."""
         out = {}
         for source, pred in self._predicted.items():
             total = float(pred.sum())
-            if total > 0:
+            if total > 0:  # the ratio of two sums in the same units
                 out[f"calibration_{source}"] = float(self._accepted[source].sum()) / total
         return out

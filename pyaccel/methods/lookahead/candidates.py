@@ -45,6 +45,7 @@ def merge_candidates(candidates: Sequence[Sequence[int]], max_leaves: int) -> Ca
     support: list[int] = []
     depth: list[int] = []
     children: dict[tuple[int, int], int] = {}  # (parent node, token) -> node
+    inner: set[int] = set()  # nodes with children
     leaves = 0
     for cand in candidates:
         if not len(cand):
@@ -59,7 +60,7 @@ def merge_candidates(candidates: Sequence[Sequence[int]], max_leaves: int) -> Ca
             break
         # A candidate adds a leaf unless it ends inside the tree; it turns its attachment
         # point from a leaf into an inner node when that point had no children.
-        adds_leaf = bool(new) and not (node >= 0 and not any(p == node for p in parents))
+        adds_leaf = bool(new) and not (node >= 0 and node not in inner)
         if new and leaves + int(adds_leaf) > max_leaves:
             continue
         leaves += int(adds_leaf)
@@ -71,6 +72,7 @@ def merge_candidates(candidates: Sequence[Sequence[int]], max_leaves: int) -> Ca
                 children[key] = len(tokens)
                 tokens.append(int(tok))
                 parents.append(n)
+                inner.add(n)
                 support.append(0)
                 depth.append(1 if n < 0 else depth[n] + 1)
             n = children[key]
@@ -84,20 +86,16 @@ def merge_candidates(candidates: Sequence[Sequence[int]], max_leaves: int) -> Ca
 def path_probs(tree: CandidateTree, hazard: Sequence[float]) -> np.ndarray:
     """P(node accepted): the parent's, times hazard[depth - 1] (P(some candidate is right
     one token deeper)), shared among siblings by support."""
-    n = len(tree)
-    prob = np.zeros(n)
-    if n == 0:
-        return prob
+    parents, support, depth = tree.parents.tolist(), tree.support.tolist(), tree.depth.tolist()
     sibling_support: dict[int, float] = {}
-    for i in range(n):
-        sibling_support[int(tree.parents[i])] = sibling_support.get(int(tree.parents[i]), 0.0) + tree.support[i]
-    h = np.asarray(hazard, dtype=np.float64)
-    for i in range(n):
-        par = int(tree.parents[i])
-        above = 1.0 if par < 0 else prob[par]
-        d = min(int(tree.depth[i]), len(h)) - 1
-        prob[i] = above * h[d] * tree.support[i] / sibling_support[par]
-    return prob
+    for par, s in zip(parents, support):
+        sibling_support[par] = sibling_support.get(par, 0.0) + s
+    h = [float(x) for x in hazard]
+    out: list[float] = []
+    for par, s, d in zip(parents, support, depth):
+        above = 1.0 if par < 0 else out[par]
+        out.append(above * h[min(d, len(h)) - 1] * s / sibling_support[par])
+    return np.asarray(out, dtype=np.float64)
 
 
 def matched_depth(tree: CandidateTree, committed: Sequence[int]) -> int:

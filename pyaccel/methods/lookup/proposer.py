@@ -20,7 +20,6 @@ it resumes after new code (`pyaccel.methods.lookup.rewrites`).
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -41,7 +40,12 @@ if TYPE_CHECKING:
 def agreement_bucket(k: int) -> int:
     """Acceptance is tracked per bucket of context agreement k >= 1 (half-octaves:
     1, 2, 3, 4-5, 6-7, 8-11, 12-15, 16-22, ...): a token after k agreeing tokens."""
-    return min(N_BUCKETS - 1, int(2 * math.log2(max(k, 1))))
+    return _core.agreement_bucket(k, N_BUCKETS)
+
+
+def agreement_buckets(ks: np.ndarray) -> np.ndarray:
+    """`agreement_bucket` of each k."""
+    return _core.agreement_buckets(ks, N_BUCKETS)
 
 
 N_BUCKETS = 2 * 7 + 1  # up to k = 128 = the context cap + the deepest draft
@@ -205,49 +209,31 @@ class PromptLookup(Proposer):
         The best-ranked child of a node (the first in node order) continues the occurrence
         with the longest context agreement k: it is accepted with the measured hazard
         h(k + depth) of its agreement bucket. Every other child shares the rest, 1 - h, by
-        its support among all the children."""
-        h = np.asarray(self._stats.alpha())
-        parents = np.asarray(tree.parents)
-        counts = np.asarray(tree.counts, dtype=np.float64)
-        contexts = np.asarray(tree.contexts)
-        n = len(parents)
-        prob = np.zeros(n)
-        depth = np.zeros(n, dtype=np.int64)
-        top: dict[int, float] = {}  # parent -> its best child's conditional acceptance
-        total: dict[int, float] = {}
-        for i, par in enumerate(parents):
-            total[par] = total.get(par, 0.0) + counts[i]
-        for i, par in enumerate(parents):
-            depth[i] = 0 if par < 0 else depth[par] + 1
-            above = 1.0 if par < 0 else prob[par]
-            if par not in top:
-                top[par] = h[offset + agreement_bucket(int(contexts[i]) + int(depth[i]))]
-                prob[i] = above * top[par]
-            else:
-                prob[i] = above * (1.0 - top[par]) * counts[i] / total[par]
-        return prob
+        its support among all the children (`_core.lookup_path_probs`)."""
+        return _core.lookup_path_probs(tree, self._stats.alpha()[offset:offset + N_BUCKETS])
 
     def _candidates(self, tokens: list[int], tree: "_core.DraftTree") -> list[_Candidates]:
         """What could be drafted this step: the lookup tree, and the followed copy (through
         learnt edits, or where it is about to resume) when it differs from the tree's."""
-        chain = _main_chain(tree) if len(tree.tokens) else []
+        tree_tokens, parents = tree.tokens, tree.parents
+        contexts, sources = tree.contexts, tree.sources
+        n_chain = _main_chain_length(parents)
+        chain = tree_tokens[:n_chain].tolist()
         out: list[_Candidates] = []
         followed = None
         if self.rewrites:
             self._follower.follow(tokens)
             if chain:
-                tip = len(chain) - 1
-                self._follower.align(tokens, int(tree.sources[tip]), int(tree.contexts[tip]))
+                self._follower.align(tokens, int(sources[n_chain - 1]), int(contexts[n_chain - 1]))
             followed = self._follower.draft(tokens, self.max_draft)
-        relation = self._follower.relation(int(tree.sources[0])) if chain and self.rewrites else FRESH
+        relation = self._follower.relation(int(sources[0])) if chain and self.rewrites else FRESH
         if chain:
-            buckets = [N_BUCKETS * relation + agreement_bucket(int(tree.contexts[d]) + d) for d in range(len(chain))]
-            out.append(_Candidates(np.asarray(tree.tokens, np.int32), np.asarray(tree.parents, np.int32),
-                                   self._path_probs(tree, N_BUCKETS * relation), chain, buckets))
+            buckets = (N_BUCKETS * relation + agreement_buckets(contexts[:n_chain] + np.arange(n_chain))).tolist()
+            out.append(_Candidates(tree_tokens, parents, self._path_probs(tree, N_BUCKETS * relation), chain, buckets))
         if followed is not None and (not chain or followed.tokens[:len(chain)] != chain[:len(followed.tokens)]
-                                     or followed.agreement > int(tree.contexts[0])):
+                                     or followed.agreement > int(contexts[0])):
             offset = N_BUCKETS * (IN_LINE if followed.in_line else FRESH)
-            buckets = [offset + agreement_bucket(followed.agreement + d) for d in range(len(followed.tokens))]
+            buckets = (offset + agreement_buckets(followed.agreement + np.arange(len(followed.tokens)))).tolist()
             out.append(_Candidates(np.asarray(followed.tokens, np.int32),
                                    np.arange(-1, len(followed.tokens) - 1, dtype=np.int32),
                                    np.cumprod(np.asarray(self._stats.alpha())[buckets]), followed.tokens, buckets))
@@ -305,11 +291,10 @@ class PromptLookup(Proposer):
         return {"planned_steps": self._steps, "drafting_steps": self._drafting_steps}
 
 
-def _main_chain(tree: "_core.DraftTree") -> list[int]:
-    """The first branch of a lookup tree: nodes 0, 1, ... while each is its predecessor's child."""
-    out = [int(tree.tokens[0])]
-    for i in range(1, len(tree.tokens)):
-        if tree.parents[i] != i - 1:
-            break
-        out.append(int(tree.tokens[i]))
-    return out
+def _main_chain_length(parents: np.ndarray) -> int:
+    """Length of the first branch of a lookup tree: nodes 0, 1, ... while each is its
+    predecessor's child."""
+    if len(parents) < 2:
+        return len(parents)
+    breaks = np.flatnonzero(parents[1:] != np.arange(len(parents) - 1))
+    return int(breaks[0]) + 1 if len(breaks) else len(parents)
