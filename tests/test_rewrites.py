@@ -212,3 +212,45 @@ def test_a_strong_copy_survives_a_chance_match_at_its_edit_whatever_the_steps() 
         ends[name] = (f.relation(base + 25), followed.tokens if followed else None)
     assert ends["over the edit"] == (IN_LINE, src[26:31])
     assert ends["token by token"] == ends["over the edit"]
+
+
+def test_a_similar_line_ahead_is_not_the_copy_while_it_may_resume_through_an_edit() -> None:
+    """The copy breaks at a rename; the output's last tokens, the new name's first one
+    included, also occur at a similar line further down the source. Right after the
+    break that line is AWAY (the copy resumes within an edit of where it broke), the
+    resumption point IN_LINE; once no edit can explain the gap, anything within max_skip
+    of the break may be where the copy resumes (new code written), so IN_LINE."""
+    head, line = list(range(60, 80)), list(range(100, 118))
+    src = head + line + [OLD] + list(range(120, 140)) + line + [NEW[0], 141, 142] + list(range(150, 170))
+    similar_end = src.index(NEW[0])  # where the output's last 19 tokens also end
+    output = head + line + [NEW[0]]  # copied 38 tokens, then began the new name
+    stream = src + [0] + output
+    f = CopyFollower()
+    _step_over(f, stream, list(range(len(src) + 11, len(stream) + 1)))
+    assert f._broke is not None and f._broke.source == src.index(OLD)
+    assert f.relation(similar_end) == AWAY
+    assert f.relation(src.index(OLD) + 1) == IN_LINE  # the source just past the renamed token
+    stream += list(range(300, 300 + 2 * FollowerTuning().max_span))  # longer than any edit
+    f.follow(stream)
+    assert f._broke is not None and f.relation(similar_end) == IN_LINE
+
+
+def test_an_edit_repeated_at_a_similar_line_ahead_is_not_taken_for_the_copy_resuming() -> None:
+    """A two-token rename whose new tokens, and the token after them, also occur at a
+    similar line further down the source: three tokens in, they look like the copy
+    resuming there. A caller stepping token by token must still find the edit once the
+    copy resumes after it, and follow the copy, not the similar line."""
+    head, line, mid = list(range(60, 80)), list(range(100, 118)), list(range(120, 140))
+    src = head + line + [OLD] + mid + line + [*NEW, mid[0], 141, 142] + list(range(150, 170))
+    similar = len(head + line + [OLD] + mid + line)  # where NEW follows the line again
+    output = head + line + [*NEW] + mid[:6]
+    stream = src + [0] + output
+    f = CopyFollower()
+    anchored = []
+    for n in range(len(src) + 11, len(stream) + 1):
+        _step_over(f, stream, [n])
+        if f._anchor is not None:
+            anchored.append(f._anchor.source)
+    assert not any(similar <= s < similar + 4 for s in anchored)  # never at the similar line
+    assert f._anchor is not None and f._anchor.source == src.index(mid[5])
+    assert f.rewrites == {(OLD,): NEW}

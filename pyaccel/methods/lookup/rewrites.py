@@ -109,6 +109,7 @@ class CopyFollower:
         self._broke: _Break | None = None  # where the output left the followed copy
         self._pending: list[int] = []  # the rest of an edit's output span already begun
         self._firsts: set[int] = set()  # first source tokens of the learnt edits
+        self._length = 0  # of the stream at the last `follow`
 
     def _strong(self, copied: int) -> bool:
         return copied >= self.tuning.strong_run
@@ -163,7 +164,9 @@ class CopyFollower:
         """After a break: find where the copy resumes and re-anchor there. A resumption
         within max_span tokens on both sides is an edit: it is learnt and the agreement
         carries on through it. A farther one (new code written, a block dropped) starts
-        the agreement afresh."""
+        the agreement afresh; it is looked for only once an edit could have shown itself,
+        or the edit's first new tokens, repeated at a similar line ahead, would pass for
+        the copy resuming there."""
         b = self._broke
         assert b is not None
         n, r = len(stream), self.resync
@@ -185,6 +188,8 @@ class CopyFollower:
                 carried = b.agreement if src and self.seen.get(src, 0) >= self.tuning.min_seen else 0
                 self._resume(i + r - 1, j + r - 1, carried + r, b.copied + r)
                 return
+        if self._in_edit(n, b):  # the tokens that would show an edit are yet to come
+            return
         found = self._distant_resumption(stream, b, r)
         if found is not None:
             self._resume(found[0], found[1], r, b.copied + r)
@@ -209,6 +214,7 @@ class CopyFollower:
 
     def follow(self, stream: Sequence[int]) -> None:
         """Catch up with the stream (call once per step, before drafting)."""
+        self._length = len(stream)
         for _ in range(4):  # a walk may break, resync and walk on; a step holds few edits
             if self._anchor is not None:
                 self._walk(stream)
@@ -237,20 +243,30 @@ class CopyFollower:
             self._anchor = _Anchor(source_end, len(stream) - 1, agreement, agreement)
             self._pending = []
 
+    def _in_edit(self, length: int, b: "_Break") -> bool:
+        """Has the copy broken at `b` so recently that it may yet resume through an edit
+        (`_resync` has not seen the tokens it needs), in a stream of `length` tokens?"""
+        return length - b.out < self.max_span + self.resync
+
     def _may_resume(self, stream: Sequence[int], b: "_Break", agreement: int) -> bool:
         """Could the copy broken at `b` still resume through an edit, and did it agree over
         at least `agreement` tokens?"""
-        return agreement <= b.agreement and len(stream) - b.out < self.max_span + self.resync
+        return agreement <= b.agreement and self._in_edit(len(stream), b)
 
     def relation(self, source_end: int) -> int:
-        """How a match ending at `source_end` stands to the followed copy: FRESH when no
-        copy is followed, IN_LINE when it continues that copy (it is the anchored source,
-        or lies where the broken copy may resume), AWAY when it is somewhere else."""
+        """How a match ending at `source_end` stands to the followed copy (as of the last
+        `follow`): FRESH when no copy is followed, IN_LINE when it continues that copy (it
+        is the anchored source, or lies where the broken copy may resume), AWAY when it is
+        somewhere else. While the copy may yet resume through an edit, it resumes within an
+        edit's span of the break (plus the tokens since): a match farther ahead then
+        repeats the text the copy broke from (a second, similar line), not the copy."""
         a, b = self._anchor, self._broke
         if a is not None and self._strong(a.copied):
             return IN_LINE if source_end == a.source else AWAY
         if b is not None and self._strong(b.copied):
-            return IN_LINE if b.source - 1 <= source_end < b.source + self.tuning.max_skip else AWAY
+            since = self._length - b.out
+            reach = self.max_span + since if self._in_edit(self._length, b) else self.tuning.max_skip
+            return IN_LINE if b.source - 1 <= source_end < b.source + reach else AWAY
         return FRESH
 
     # ---- drafting -------------------------------------------------------------------------
