@@ -58,6 +58,27 @@ def test_a_well_calibrated_proposer_keeps_its_estimates() -> None:
     assert cal.summary()["calibration_lookup"] == pytest.approx(1.0, abs=0.02)
 
 
+def test_an_underconfident_proposer_is_not_trusted_beyond_its_estimates() -> None:
+    """Verification accepting far more than predicted leaves the estimates as they are
+    (max_ratio 1): evidence from where a proposer drafted would raise its estimates
+    everywhere else too. A larger max_ratio lets the record raise them."""
+    tree = two_source_tree()
+    lookup_nodes = np.flatnonzero(np.asarray([tree.sources[o] for o in tree.owner]) == "lookup")
+    for max_ratio, boosted in ((1.0, False), (3.0, True)):
+        cal = Calibration(CalibrationTuning(decay=1.0, max_ratio=max_ratio))
+        for _ in range(50):  # every verified lookup node kept: 1.0, 1.0, 1.0 against 0.5, 0.25, 0.125
+            cal.record(tree, lookup_nodes, lookup_nodes)
+        assert np.all(cal.ratio("lookup") > 1.5)  # the record itself says "too low"
+        probs = cal.apply(tree)
+        if boosted:
+            assert np.all(probs[lookup_nodes] > tree.path_probs[lookup_nodes] * 1.5)
+            assert np.all(probs <= 1.0)
+        else:
+            assert probs.tolist() == pytest.approx(tree.path_probs.tolist())
+    with pytest.raises(ValueError, match="max_ratio"):
+        CalibrationTuning(max_ratio=0.0).validate()
+
+
 def test_old_evidence_fades() -> None:
     tree = merge_trees([chain([10], 0.5, "lookup")], max_leaves=8)
     cal = Calibration(CalibrationTuning(decay=0.9))
