@@ -14,7 +14,7 @@ from pyaccel.methods.auto.merge import MergedTree, cap_siblings, merge_trees
 from pyaccel.methods.auto.policy import AutoTuning, may_pay, plan_tree
 from pyaccel.types import SamplingConfig, StepOutcome
 
-from test_auto import CPU, FLAT, Scripted, chain
+from test_auto import CPU, FLAT, LINEAR, Scripted, chain
 
 
 def two_source_tree() -> MergedTree:
@@ -240,3 +240,76 @@ def test_a_shared_node_takes_the_learnt_flag_of_the_estimate_it_keeps() -> None:
     assert tree.learnt.tolist() == [False, False]  # the pool's 0.9 won node 5
     tree = merge_trees([chain([5, 6], 0.5, "pool"), replace(chain([5], 0.6, "lookup"), learnt=True)], max_leaves=8)
     assert tree.learnt.tolist() == [True, False]
+
+
+# ---- shadows: evidence from candidates nobody drafted ----------------------------------------
+
+
+def _reference(probs: list[float], kept: list[float], source: str = "pool") -> Calibration:
+    """What verification of the same nodes would have recorded."""
+    ref = Calibration(CalibrationTuning(decay=1.0))
+    ref.add(source, np.asarray(probs), np.asarray(kept))
+    return ref
+
+
+def test_a_shadow_counts_as_verification_would_have() -> None:
+    """A watched chain is scored position by position as the real tokens arrive: right
+    positions are accepted, the first wrong one and every node after it are not."""
+    cal = Calibration(CalibrationTuning(decay=1.0, shadow_depth=4))
+    probs = [0.9, 0.7, 0.5, 0.3, 0.1]
+    cal.watch(3, [Candidate.chain([10, 11, 12, 13, 14], probs, "pool")])
+    cal.settle([1, 2, 3, 10])  # one position known: right
+    np.testing.assert_allclose(cal.ratio("pool"), _reference(probs[:1], [1.0]).ratio("pool"))
+    cal.settle([1, 2, 3, 10, 11, 99, 5, 6, 7])  # the next right, then a miss
+    np.testing.assert_allclose(cal.ratio("pool"), _reference(probs[:4], [1.0, 1.0, 0.0, 0.0]).ratio("pool"))
+    cal.settle([1, 2, 3, 10, 11, 99, 5, 6, 7, 8])  # settled chains are not scored again
+    np.testing.assert_allclose(cal.ratio("pool"), _reference(probs[:4], [1.0, 1.0, 0.0, 0.0]).ratio("pool"))
+
+
+def test_a_shadow_follows_only_the_main_chain_of_a_tree() -> None:
+    cal = Calibration(CalibrationTuning(decay=1.0, shadow_depth=8))
+    tree = Candidate(np.array([10, 11, 20, 12], np.int32), np.array([-1, 0, 0, 1], np.int32),
+                     np.array([0.8, 0.5, 0.2, 0.4]), "pool")
+    cal.watch(0, [tree])
+    cal.settle([10, 11, 12])  # nodes 0 and 1 form the main chain; node 2 is a sibling
+    np.testing.assert_allclose(cal.ratio("pool"), _reference([0.8, 0.5], [1.0, 1.0]).ratio("pool"))
+
+
+def test_no_shadows_when_disabled_learnt_or_ended() -> None:
+    offered = Candidate.chain([10, 11], [0.9, 0.8], "pool")
+    learnt = Candidate(offered.tokens, offered.parents, offered.path_probs, "lookup", learnt=True)
+    off = Calibration(CalibrationTuning(shadow_depth=0))
+    off.watch(0, [offered])
+    on = Calibration(CalibrationTuning(shadow_depth=4))
+    on.watch(0, [learnt])  # lookup learns from every position itself
+    ended = Calibration(CalibrationTuning(shadow_depth=4))
+    ended.watch(0, [offered])
+    ended.end()  # the generation is over: its real tokens never come
+    for cal in (off, on, ended):
+        cal.settle([10, 11, 12])
+        assert cal.summary() == {}
+    with pytest.raises(ValueError, match="shadow_depth"):
+        CalibrationTuning(shadow_depth=-1).validate()
+
+
+def test_auto_learns_from_a_proposer_it_does_not_draft() -> None:
+    """On a curve where nothing pays, auto drafts nothing, yet a proposer whose guesses
+    keep coming true is calibrated upwards of where it was wrong before."""
+    right = Scripted("right", [chain([10, 11, 12], 0.5, "right")])
+    auto = pyaccel.Auto(lookup=False, lookahead=False, use_draft=False, extra=[right],
+                        tuning=AutoTuning(calibration=CalibrationTuning(shadow_depth=4)),
+                        costs=pyaccel.CostModel.fixed(LINEAR[:32]))
+    auto.begin([1, 2, 3], SamplingConfig())
+    history = [1, 2, 3]
+    for _ in range(6):
+        assert len(auto.propose(history, budget=32)) == 0
+        history = history + [10, 11, 12]  # the guess came true (three plain steps)
+    assert auto.counters["calibration_right"] > 1.0
+    no_shadow = pyaccel.Auto(lookup=False, lookahead=False, use_draft=False, extra=[right],
+                             costs=pyaccel.CostModel.fixed(LINEAR[:32]))  # the default: off
+    no_shadow.begin([1, 2, 3], SamplingConfig())
+    history = [1, 2, 3]
+    for _ in range(6):
+        no_shadow.propose(history, budget=32)
+        history = history + [10, 11, 12]
+    assert "calibration_right" not in no_shadow.counters

@@ -30,6 +30,19 @@ proposer raises its own estimates where its drafts succeed (lookup from every po
 The record carries over from call to call on the same Generator (how a proposer's
 estimates err on a user's text is what transfers), fading by `decay` per step.
 
+Evidence from verification alone starves once a proposer is distrusted: a record that
+says "too high" stops the drafts that could say otherwise. Carried over from two prose
+answers, the record scaled prompt lookup's fresh estimates by 0.18 through a whole
+reasoning answer, and at 20 steps where lookup's own plan expected 1.2-1.9x auto drafted
+nothing, so nothing corrected it (auto 1.01x, lookup alone 1.24x). So at a
+step that drafts nothing, the first `shadow_depth` nodes of each offered candidate's main
+chain are scored against the real tokens as they arrive (`watch`, `settle`), exactly as
+verification would have counted them: right positions accepted, the first wrong one and
+every node after it predicted and not accepted. Off by default (`shadow_depth` 0): on
+the AMD EPYC host, timed in one run at depth 4 against 0, the floor's geometric means were
+0.982x and 0.979x and the edit suites' medians 1.91x / 2.00x against 1.93x / 2.07x
+(docs/benchmarks.md), so it did not earn its place as the default there.
+
 Estimates a proposer learnt itself from every position's outcome and carries from call to
 call (`Candidate.learnt`: prompt lookup's copy statistics) are neither rescaled nor
 recorded. Rescaling them learnt the same thing twice, and worse: nodes deep in a long copy
@@ -46,19 +59,22 @@ import numpy as np
 import numpy.typing as npt
 
 from ..candidate import Candidate
+from ..shadow import ShadowScorer
 from .merge import MergedTree, cap_siblings
 
 
 @dataclass(frozen=True)
 class CalibrationTuning:
     """Band edges of the estimates, the prior's weight (in predicted tokens), the fade
-    per step of old evidence and the largest factor an estimate is scaled by (1: the
-    record only ever lowers estimates)."""
+    per step of old evidence, the largest factor an estimate is scaled by (1: the
+    record only ever lowers estimates) and how deep a candidate nobody drafted is scored
+    against the real tokens (0: only verified nodes are evidence)."""
 
     edges: tuple[float, ...] = (0.2, 0.4, 0.6, 0.8, 0.95)
     prior_weight: float = 2.0
     decay: float = 0.995
     max_ratio: float = 1.0
+    shadow_depth: int = 0
 
     def validate(self) -> None:
         if list(self.edges) != sorted(self.edges) or not all(0.0 < e < 1.0 for e in self.edges):
@@ -69,6 +85,8 @@ class CalibrationTuning:
             raise ValueError(f"calibration decay must be in (0, 1], got {self.decay}")
         if not self.max_ratio > 0.0:
             raise ValueError(f"calibration max_ratio must be > 0, got {self.max_ratio}")
+        if self.shadow_depth < 0:
+            raise ValueError(f"calibration shadow_depth must be >= 0, got {self.shadow_depth}")
 
 
 class Calibration:
@@ -82,6 +100,7 @@ class Calibration:
         self._predicted: dict[str, npt.NDArray[np.float64]] = {}
         self._accepted: dict[str, npt.NDArray[np.float64]] = {}
         self._scale = 1.0
+        self._shadows = ShadowScorer()
 
     def _band(self, probs: npt.NDArray[np.float64]) -> npt.NDArray[np.int64]:
         return np.searchsorted(np.asarray(self.tuning.edges), probs, side="right").astype(np.int64)
@@ -140,14 +159,38 @@ class Calibration:
         if not len(verified):
             return
         kept = np.isin(verified, accepted)
-        bands = self._band(tree.path_probs[verified])
         for s, source in enumerate(tree.sources):
             mine = tree.owner[verified] == s
             if not mine.any():
                 continue
-            pred, acc = self._stored(source)
-            np.add.at(pred, bands[mine], tree.path_probs[verified][mine] / self._scale)
-            np.add.at(acc, bands[mine], kept[mine].astype(np.float64) / self._scale)
+            self.add(source, tree.path_probs[verified][mine], kept[mine].astype(np.float64))
+
+    def add(self, source: str, probs: npt.NDArray[np.float64], kept: npt.NDArray[np.float64]) -> None:
+        """`probs` predicted and `kept` accepted nodes of `source`, each in its band."""
+        pred, acc = self._stored(source)
+        bands = self._band(probs)
+        np.add.at(pred, bands, probs / self._scale)
+        np.add.at(acc, bands, kept / self._scale)
+
+    def watch(self, start: int, cands: list[Candidate]) -> None:
+        """Candidates offered at a step that drafted nothing (their first node would be
+        history position `start`): the first `shadow_depth` nodes of each one's main chain
+        are scored against the real tokens as they arrive (`settle`). Learnt ones are left
+        out."""
+        depth = self.tuning.shadow_depth
+        for cand in cands:
+            if cand.learnt or not len(cand) or not depth:
+                continue
+            n = _main_chain_length(cand.parents, depth)
+            self._shadows.add(start, cand.tokens[:n].tolist(), _ShadowRecord(self, cand.source, cand.path_probs[:n]))
+
+    def settle(self, history: list[int]) -> None:
+        """Score the watched chains against the committed tokens `history` (the stream)."""
+        self._shadows.settle(history)
+
+    def end(self) -> None:
+        """The generation ended: chains still waiting for tokens are dropped."""
+        self._shadows.clear()
 
     def fade(self) -> None:
         """One step of fading of the old evidence (every step calls it once, through
@@ -167,3 +210,26 @@ class Calibration:
             if total > 0:  # the ratio of two sums in the same units
                 out[f"calibration_{source}"] = float(self._accepted[source].sum()) / total
         return out
+
+
+class _ShadowRecord:
+    """Where a watched chain's positions go: a right position is a predicted and
+    accepted node, the first wrong one ends the chain, it and every node after it
+    predicted and not accepted (as verification would have counted them)."""
+
+    def __init__(self, calibration: Calibration, source: str, probs: npt.NDArray[np.float64]) -> None:
+        self.calibration, self.source, self.probs = calibration, source, probs
+
+    def observe_position(self, position: int, accepted: bool) -> None:
+        if accepted:
+            self.calibration.add(self.source, self.probs[position:position + 1], np.ones(1))
+        else:
+            rest = self.probs[position:]
+            self.calibration.add(self.source, rest, np.zeros(len(rest)))
+
+
+def _main_chain_length(parents: npt.NDArray[np.int32], cap: int) -> int:
+    """Nodes 0, 1, ... of a tree while each is its predecessor's child, at most `cap`."""
+    n = min(len(parents), cap)
+    breaks = np.flatnonzero(parents[:n] != np.arange(-1, n - 1))
+    return int(breaks[0]) if len(breaks) else n

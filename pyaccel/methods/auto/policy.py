@@ -13,7 +13,7 @@ when its own plan (catch-up and draft tokens counted) expects more than the free
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -23,6 +23,7 @@ from ... import _core
 from ...cost_model import CostModel
 from ...errors import ModelNotFoundError
 from ...registry import resolve_model
+from .calibration import CalibrationTuning
 from .merge import MergedTree
 
 if TYPE_CHECKING:
@@ -52,8 +53,11 @@ class AutoTuning:
     # that own time (benchmarks/plan_calibration.py, docs/benchmarks.md), a bet that adds
     # only variance.
     plan_margin: float = 0.10
+    # How the proposers' estimates are rescaled by what verification (and shadows) found.
+    calibration: CalibrationTuning = field(default_factory=CalibrationTuning)
 
     def validate(self) -> None:
+        self.calibration.validate()
         if not 0.0 < self.draft_alpha < 1.0:
             raise ValueError(f"draft_alpha must be in (0, 1), got {self.draft_alpha}")
         for name in ("draft_max", "lookup_max_draft", "lookahead_guesses"):

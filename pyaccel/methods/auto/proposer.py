@@ -42,7 +42,7 @@ from ..lookup import PromptLookup
 from ..medusa import Medusa
 from ..ngram import NgramCacheDrafter
 from ..candidate import Candidate, CandidateProposer
-from .calibration import Calibration, CalibrationTuning
+from .calibration import Calibration
 from .merge import MergedTree, merge_trees
 from .policy import (AutoTuning, draft_cost_floor, draft_may_pay, draft_runs, local_draft_path, may_pay,
                      plan_tree)
@@ -79,8 +79,8 @@ class Auto(Proposer):
       (created with embeddings=True, as the CLI does when such heads exist); False: none.
     extra: more proposers offering candidates (`CandidateProposer`: the Proposer hooks
       with `candidates(tokens, budget)` in place of `propose`).
-    tuning: `AutoTuning`; calibration: `CalibrationTuning`; costs: a cost model to plan
-    with instead of the target's.
+    tuning: `AutoTuning` (its `calibration` field: `CalibrationTuning`); costs: a cost
+    model to plan with instead of the target's.
     """
 
     name = "auto"
@@ -88,10 +88,10 @@ class Auto(Proposer):
     def __init__(self, *, lookup: bool = True, ngram_static: PathLike | None = None,
                  ngram_dynamic: PathLike | None = None, lookahead: bool = True, draft: object = None,
                  use_draft: bool = True, medusa: object = None, extra: Sequence[CandidateProposer] = (), tuning: AutoTuning | None = None,
-                 calibration: CalibrationTuning | None = None, costs: CostModel | None = None) -> None:
+                 costs: CostModel | None = None) -> None:
         self.tuning = tuning if tuning is not None else AutoTuning()
         self.tuning.validate()
-        self.calibration = Calibration(calibration)
+        self.calibration = Calibration(self.tuning.calibration)
         self._costs = costs
         self._draft_arg = draft
         self.use_draft = use_draft
@@ -177,6 +177,7 @@ class Auto(Proposer):
         assert self._costs is not None, "Auto is not bound to a target"
         self._count("steps")
         depth = len(tokens)
+        self.calibration.settle(tokens)
         cands = [c for sub in self.subs for c in sub.candidates(tokens, budget)]
         tree: MergedTree | None = None
         plan: "_core.TreePlan | None" = None
@@ -199,6 +200,7 @@ class Auto(Proposer):
         nodes = np.asarray(plan.nodes if plan is not None else [], dtype=np.int64)
         self._step = _Step(tree, nodes, chain)
         if tree is None or plan is None or not len(nodes):
+            self.calibration.watch(depth, cands)  # evidence where nothing is verified
             return Draft.empty()
         self._count("drafting_steps")
         owners = [tree.sources[k] for k in tree.owner[nodes]]
@@ -243,6 +245,7 @@ class Auto(Proposer):
     def end(self) -> None:
         for sub in self._all():
             sub.end()
+        self.calibration.end()
         self._step = None
 
     def reset(self) -> None:
