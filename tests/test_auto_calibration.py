@@ -292,24 +292,25 @@ def test_no_shadows_when_disabled_learnt_or_ended() -> None:
         CalibrationTuning(shadow_depth=-1).validate()
 
 
+def _undrafted_steps(auto: pyaccel.Auto, steps: int = 6) -> None:
+    """Steps at which `auto` drafts nothing and the real tokens are 10, 11, 12 each time."""
+    auto.begin([1, 2, 3], SamplingConfig())
+    history = [1, 2, 3]
+    for _ in range(steps):
+        assert len(auto.propose(history, budget=32)) == 0
+        history = history + [10, 11, 12]  # the guess came true (three plain steps)
+
+
 def test_auto_learns_from_a_proposer_it_does_not_draft() -> None:
-    """On a curve where nothing pays, auto drafts nothing, yet a proposer whose guesses
-    keep coming true is calibrated upwards of where it was wrong before."""
+    """On a curve where nothing pays, auto drafts nothing, yet with shadows on a proposer
+    whose guesses come true is found accepted more often than it estimated."""
     right = Scripted("right", [chain([10, 11, 12], 0.5, "right")])
     auto = pyaccel.Auto(lookup=False, lookahead=False, use_draft=False, extra=[right],
                         tuning=AutoTuning(calibration=CalibrationTuning(shadow_depth=4)),
                         costs=pyaccel.CostModel.fixed(LINEAR[:32]))
-    auto.begin([1, 2, 3], SamplingConfig())
-    history = [1, 2, 3]
-    for _ in range(6):
-        assert len(auto.propose(history, budget=32)) == 0
-        history = history + [10, 11, 12]  # the guess came true (three plain steps)
+    _undrafted_steps(auto)
     assert auto.counters["calibration_right"] > 1.0
     no_shadow = pyaccel.Auto(lookup=False, lookahead=False, use_draft=False, extra=[right],
                              costs=pyaccel.CostModel.fixed(LINEAR[:32]))  # the default: off
-    no_shadow.begin([1, 2, 3], SamplingConfig())
-    history = [1, 2, 3]
-    for _ in range(6):
-        no_shadow.propose(history, budget=32)
-        history = history + [10, 11, 12]
+    _undrafted_steps(no_shadow)
     assert "calibration_right" not in no_shadow.counters

@@ -54,6 +54,15 @@ class Candidate:
         return float(self.path_probs.sum())
 
 
+def main_chain_length(parents: npt.NDArray[np.int32]) -> int:
+    """Length of a draft tree's first branch: nodes 0, 1, ... while each is its
+    predecessor's child (`parents` as in `Candidate`)."""
+    if len(parents) < 2:
+        return len(parents)
+    breaks = np.flatnonzero(parents[1:] != np.arange(len(parents) - 1))
+    return int(breaks[0]) + 1 if len(breaks) else len(parents)
+
+
 class CandidateProposer(Protocol):
     """What `auto` calls on a proposer it combines: the `Proposer` lifecycle with
     `candidates` in place of `propose` (PromptLookup, NgramCacheDrafter and Lookahead are

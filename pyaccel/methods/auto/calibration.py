@@ -58,7 +58,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from ..candidate import Candidate
+from ..candidate import Candidate, main_chain_length
 from ..shadow import ShadowScorer
 from .merge import MergedTree, cap_siblings
 
@@ -178,10 +178,12 @@ class Calibration:
         are scored against the real tokens as they arrive (`settle`). Learnt ones are left
         out."""
         depth = self.tuning.shadow_depth
+        if not depth:
+            return
         for cand in cands:
-            if cand.learnt or not len(cand) or not depth:
+            if cand.learnt or not len(cand):
                 continue
-            n = _main_chain_length(cand.parents, depth)
+            n = min(main_chain_length(cand.parents), depth)
             self._shadows.add(start, cand.tokens[:n].tolist(), _ShadowRecord(self, cand.source, cand.path_probs[:n]))
 
     def settle(self, history: list[int]) -> None:
@@ -226,10 +228,3 @@ class _ShadowRecord:
         else:
             rest = self.probs[position:]
             self.calibration.add(self.source, rest, np.zeros(len(rest)))
-
-
-def _main_chain_length(parents: npt.NDArray[np.int32], cap: int) -> int:
-    """Nodes 0, 1, ... of a tree while each is its predecessor's child, at most `cap`."""
-    n = min(len(parents), cap)
-    breaks = np.flatnonzero(parents[:n] != np.arange(-1, n - 1))
-    return int(breaks[0]) if len(breaks) else n

@@ -28,7 +28,7 @@ import numpy as np
 from ... import _core
 from ...cost_model import CostModel
 from ...types import Draft, SamplingConfig
-from ..candidate import Candidate
+from ..candidate import Candidate, main_chain_length
 from ..base import Proposer
 from ..shadow import ShadowScorer
 from .rewrites import FRESH, IN_LINE, CopyFollower, FollowerTuning
@@ -217,7 +217,7 @@ class PromptLookup(Proposer):
         learnt edits, or where it is about to resume) when it differs from the tree's."""
         tree_tokens, parents = tree.tokens, tree.parents
         contexts, sources = tree.contexts, tree.sources
-        n_chain = _main_chain_length(parents)
+        n_chain = main_chain_length(parents)
         chain = tree_tokens[:n_chain].tolist()
         out: list[_Candidates] = []
         followed = None
@@ -289,12 +289,3 @@ class PromptLookup(Proposer):
 
     def _counters(self) -> dict[str, float]:
         return {"planned_steps": self._steps, "drafting_steps": self._drafting_steps}
-
-
-def _main_chain_length(parents: np.ndarray) -> int:
-    """Length of the first branch of a lookup tree: nodes 0, 1, ... while each is its
-    predecessor's child."""
-    if len(parents) < 2:
-        return len(parents)
-    breaks = np.flatnonzero(parents[1:] != np.arange(len(parents) - 1))
-    return int(breaks[0]) + 1 if len(breaks) else len(parents)
