@@ -11,7 +11,7 @@ import pyaccel
 from pyaccel.methods.auto.calibration import Calibration, CalibrationTuning
 from pyaccel.methods.auto import Candidate
 from pyaccel.methods.auto.merge import MergedTree, cap_siblings, merge_trees
-from pyaccel.methods.auto.policy import AutoTuning, may_pay, plan_tree
+from pyaccel.methods.auto.policy import AutoTuning, may_pay, pay_threshold, plan_tree
 from pyaccel.types import SamplingConfig, StepOutcome
 
 from test_auto import CPU, FLAT, LINEAR, Scripted, chain
@@ -203,6 +203,40 @@ def test_the_bound_never_skips_a_tree_that_pays(curve: list[float]) -> None:
         assert bound or plan is None  # a plan that pays is never skipped
         skipped += int(not bound)
     assert skipped > 0  # and on this mix some steps are skipped without a tree
+
+
+@pytest.mark.parametrize("curve", [CPU, FLAT, [1.0, 1.55, 1.9, 1.7] + [3.0] * 28], ids=["cpu", "flat", "bumpy"])
+def test_below_the_pay_threshold_nothing_pays_and_just_above_it_something_does(curve: list[float]) -> None:
+    costs = pyaccel.CostModel.fixed(curve)
+    rng = np.random.default_rng(11)
+    for _ in range(300):
+        budget = int(rng.integers(1, 40))
+        margin = float(rng.choice([0.0, 0.03, 0.2]))
+        theta = pay_threshold(costs.curve(0), budget, margin)
+        probs = rng.uniform(0.0, 1.0, size=int(rng.integers(1, 50)))
+        if probs.max() < theta:
+            assert not may_pay(costs.curve(0), probs, budget, margin)
+        # The threshold is exact: n nodes just above it pay for the n that sets it.
+        n = min(budget, len(curve) - 1)
+        need = [((1.0 + margin) * curve[k] / curve[0] - 1.0) / k for k in range(1, n + 1)]
+        best = int(np.argmin(need)) + 1
+        assert theta == pytest.approx(min(need))
+        if theta < 1.0:
+            assert may_pay(costs.curve(0), np.full(best, theta + 1e-9), budget, margin)
+            assert not may_pay(costs.curve(0), np.full(budget, theta - 1e-9), budget, margin)
+        # Fewer nodes allowed never lowers it (so the full curve's holds for every budget).
+        assert pay_threshold(costs.curve(0), len(curve) - 1, margin) <= theta + 1e-12
+
+
+def test_calibration_bound_is_at_least_every_rescaled_estimate() -> None:
+    rng = np.random.default_rng(5)
+    for max_ratio in (0.5, 1.0, 2.5):
+        cal = Calibration(CalibrationTuning(max_ratio=max_ratio))
+        cal.add("s", rng.uniform(0, 1, 40), (rng.uniform(0, 1, 40) < 0.8).astype(float))
+        for cand in _random_candidates(rng):
+            cand = Candidate(cand.tokens, cand.parents, cand.path_probs, "s", learnt=bool(rng.integers(2)))
+            assert cal.candidate(cand).max() <= cal.bound(cand) + 1e-12
+    assert Calibration().bound(Candidate.chain([], [], "s")) == 0.0
 
 
 def test_auto_builds_no_tree_where_nothing_could_pay() -> None:

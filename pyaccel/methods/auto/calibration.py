@@ -136,6 +136,14 @@ class Calibration:
         they are learnt."""
         return cand.path_probs if cand.learnt else self.scaled(cand.source, cand.path_probs)
 
+    def bound(self, cand: Candidate) -> float:
+        """At least the largest of `candidate(cand)`, without rescaling: ratios are at most
+        `max_ratio` and estimates at most 1."""
+        if not len(cand):
+            return 0.0
+        top = float(cand.path_probs.max())
+        return top if cand.learnt else min(1.0, top * self.tuning.max_ratio)
+
     def apply(self, tree: MergedTree) -> npt.NDArray[np.float64]:
         """The tree's path probabilities rescaled by their owners' ratios, no node above its
         parent and siblings summing to at most their parent."""

@@ -1,6 +1,7 @@
 """What `auto` runs and verifies: the tuning knobs and the decisions made from the cost model.
 
     draft_may_pay   whether the draft model is worth loading on this device at all
+    pay_threshold   the estimate some node must reach for anything to pay (before may_pay)
     may_pay         whether any tree of this step's candidates could pay (before merging)
     plan_tree       the subset of the merged tree worth verifying this step
     draft_runs      whether this step's draft-model run is expected to beat the free tree
@@ -118,6 +119,20 @@ def may_pay(curve: "_core.CostCurve", probs: np.ndarray, limit: int, margin: flo
     expected = 1.0 + np.cumsum(best)
     cost = np.asarray(curve.times[1:n + 1], dtype=np.float64) / curve.times[0]
     return bool(np.any(expected >= (1.0 + margin) * cost))
+
+
+def pay_threshold(curve: "_core.CostCurve", limit: int, margin: float = 0.0) -> float:
+    """The estimate below which no node can help: if every candidate node's P(accepted) is
+    under it, no `limit` or fewer of them beat plain decoding by `margin` on `curve`, so
+    `may_pay` is false without sorting anything. n nodes of at most p add at most n p
+    tokens, and n p < (1 + margin) c(n + 1) - 1 for every n when p is below the least of
+    ((1 + margin) c(n + 1) - 1) / n. Infinite when no draft fits at all."""
+    n = min(limit, curve.measured - 1)
+    if n < 1:
+        return float("inf")
+    times = np.asarray(curve.times, dtype=np.float64)
+    cost = times[1:n + 1] / times[0]
+    return float(np.min(((1.0 + margin) * cost - 1.0) / np.arange(1, n + 1)))
 
 
 def plan_tree(costs: CostModel, tree: MergedTree, path_probs: np.ndarray, depth: int, budget: int,

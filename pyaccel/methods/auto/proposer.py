@@ -45,7 +45,7 @@ from ..candidate import Candidate, CandidateProposer
 from .calibration import Calibration
 from .merge import MergedTree, merge_trees
 from .policy import (AutoTuning, draft_cost_floor, draft_may_pay, draft_runs, local_draft_path, may_pay,
-                     plan_tree)
+                     pay_threshold, plan_tree)
 
 if TYPE_CHECKING:
     from ...model import Model
@@ -114,6 +114,7 @@ class Auto(Proposer):
         self._step: _Step | None = None
         self._counts: dict[str, float] = {}
         self._greedy = True
+        self._held_threshold: tuple["_core.CostCurve", float] | None = None
 
     # ---- set-up ---------------------------------------------------------------------------
 
@@ -215,8 +216,20 @@ class Auto(Proposer):
         assert self._costs is not None
         if not cands:
             return False
+        curve = self._costs.curve(depth)
+        if max(self.calibration.bound(c) for c in cands) < self._threshold(curve):
+            return False  # most steps on free text: no node is likely enough to pay
         probs = np.concatenate([self.calibration.candidate(c) for c in cands])
-        return may_pay(self._costs.curve(depth), probs, budget, self.tuning.plan_margin)
+        return may_pay(curve, probs, budget, self.tuning.plan_margin)
+
+    def _threshold(self, curve: "_core.CostCurve") -> float:
+        """`policy.pay_threshold` of `curve` for the largest draft it prices (a threshold
+        for fewer nodes is never lower, so it holds for every budget), kept while the curve
+        stays the same (one curve covers a band of depths)."""
+        held = self._held_threshold
+        if held is None or held[0] is not curve:
+            held = self._held_threshold = (curve, pay_threshold(curve, curve.measured - 1, self.tuning.plan_margin))
+        return held[1]
 
     def _plan(self, tree: MergedTree, depth: int, budget: int) -> "_core.TreePlan | None":
         assert self._costs is not None
