@@ -41,7 +41,10 @@ verification would have counted them: right positions accepted, the first wrong 
 every node after it predicted and not accepted. Off by default (`shadow_depth` 0): on
 the AMD EPYC host, timed in one run at depth 4 against 0, the floor's geometric means were
 0.982x and 0.979x and the edit suites' medians 1.91x / 2.00x against 1.93x / 2.07x
-(docs/benchmarks.md), so it did not earn its place as the default there.
+(docs/benchmarks.md), so it did not earn its place as the default there. Priced on that
+host's curve over 42 floor prompts it cut both ways: it won back a copy the record
+distrusted (1.31x where depth 0 made 0.99x) and then followed prompt lookup's long
+estimates where a paraphrase broke them after a few tokens (0.75x); 0.985x against 0.991x.
 
 Estimates a proposer learnt itself from every position's outcome and carries from call to
 call (`Candidate.learnt`: prompt lookup's copy statistics) are neither rescaled nor
