@@ -112,12 +112,11 @@ def may_pay(curve: "_core.CostCurve", probs: np.ndarray, limit: int, margin: flo
     `plan_tree` could pick from them: it takes the n likeliest nodes whatever their
     parents, and merging only ever takes the larger of two estimates of one node. Most
     steps on text unlike the context end here, without building the tree."""
-    n = min(len(probs), limit, curve.measured - 1)
-    if n < 1:
+    cost = _pass_costs(curve, min(len(probs), limit))
+    if not len(cost):
         return False
-    best = np.sort(np.asarray(probs, dtype=np.float64))[::-1][:n]
+    best = np.sort(np.asarray(probs, dtype=np.float64))[::-1][:len(cost)]
     expected = 1.0 + np.cumsum(best)
-    cost = np.asarray(curve.times[1:n + 1], dtype=np.float64) / curve.times[0]
     return bool(np.any(expected >= (1.0 + margin) * cost))
 
 
@@ -127,12 +126,18 @@ def pay_threshold(curve: "_core.CostCurve", limit: int, margin: float = 0.0) -> 
     `may_pay` is false without sorting anything. n nodes of at most p add at most n p
     tokens, and n p < (1 + margin) c(n + 1) - 1 for every n when p is below the least of
     ((1 + margin) c(n + 1) - 1) / n. Infinite when no draft fits at all."""
-    n = min(limit, curve.measured - 1)
-    if n < 1:
+    cost = _pass_costs(curve, limit)
+    if not len(cost):
         return float("inf")
+    return float(np.min(((1.0 + margin) * cost - 1.0) / np.arange(1, len(cost) + 1)))
+
+
+def _pass_costs(curve: "_core.CostCurve", limit: int) -> np.ndarray:
+    """c(k + 1) for k = 1 .. n draft nodes, n = `limit` or as many as `curve` prices: a
+    pass holding the root and k nodes, in single-token times (empty where no draft fits)."""
+    n = max(0, min(limit, curve.measured - 1))
     times = np.asarray(curve.times, dtype=np.float64)
-    cost = times[1:n + 1] / times[0]
-    return float(np.min(((1.0 + margin) * cost - 1.0) / np.arange(1, n + 1)))
+    return times[1:n + 1] / times[0]
 
 
 def plan_tree(costs: CostModel, tree: MergedTree, path_probs: np.ndarray, depth: int, budget: int,
