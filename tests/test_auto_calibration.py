@@ -11,7 +11,7 @@ import pyaccel
 from pyaccel.methods.auto.calibration import Calibration, CalibrationTuning
 from pyaccel.methods.auto import Candidate
 from pyaccel.methods.auto.merge import MergedTree, cap_siblings, merge_trees
-from pyaccel.methods.auto.policy import AutoTuning, may_pay, pay_threshold, plan_tree
+from pyaccel.methods.auto.policy import AutoTuning, may_pay, pay_threshold, plan_margin, plan_tree
 from pyaccel.types import SamplingConfig, StepOutcome
 
 from test_auto import CPU, FLAT, LINEAR, Scripted, chain
@@ -147,6 +147,32 @@ def test_a_plan_that_barely_pays_is_not_drafted() -> None:
         pyaccel.Auto(tuning=AutoTuning(plan_margin=1.5))
     with pytest.raises(ValueError, match="edges"):
         Calibration(CalibrationTuning(edges=(0.5, 0.2)))
+    with pytest.raises(ValueError, match="learnt_plan_margin"):
+        AutoTuning(learnt_plan_margin=-0.1).validate()
+
+
+def test_the_margin_is_weighed_by_each_kind_of_nodes_expected_tokens() -> None:
+    probs = np.array([0.6, 0.3, 0.1])
+    assert plan_margin(probs, np.array([True, True, True]), 0.1, 0.0) == pytest.approx(0.0)
+    assert plan_margin(probs, np.array([False, False, False]), 0.1, 0.0) == pytest.approx(0.1)
+    # 0.9 of the 1.0 expected tokens are learnt: 0.9 * 0.02 + 0.1 * 0.1.
+    assert plan_margin(probs, np.array([True, True, False]), 0.1, 0.02) == pytest.approx(0.028)
+    assert plan_margin(np.zeros(2), np.array([True, False]), 0.1, 0.0) == pytest.approx(0.1)
+
+
+@pytest.mark.parametrize("learnt, drafts", [(True, 1), (False, 0)])
+def test_a_learnt_copy_drafts_on_a_plan_that_barely_pays(learnt: bool, drafts: int) -> None:
+    # One node at 0.6 on a curve where two tokens cost 1.55: x1.03, under the 10% margin of
+    # unlearnt estimates, above a learnt margin of 0.
+    node = replace(chain([10], 0.6, "x"), learnt=learnt)
+    curve = [1.0, 1.55] + [3.0] * 30
+    tree = merge_trees([node], max_leaves=8)
+    plan = plan_tree(pyaccel.CostModel.fixed(curve), tree, tree.path_probs, 3, 32, 0.1, 0.0)
+    assert (0 if plan is None else len(plan.nodes)) == drafts
+    auto = pyaccel.Auto(lookup=False, lookahead=False, use_draft=False, extra=[Scripted("x", [node])],
+                        tuning=AutoTuning(plan_margin=0.1, learnt_plan_margin=0.0), costs=pyaccel.CostModel.fixed(curve))
+    auto.begin([1, 2, 3], SamplingConfig())
+    assert len(auto.propose([1, 2, 3], budget=32)) == drafts
 
 
 def test_stats_say_which_proposer_each_accepted_token_came_from() -> None:

@@ -15,7 +15,8 @@ Per step:
 
 The estimates are rescaled by `Calibration` (accepted versus predicted nodes per proposer
 and band of estimate) before planning, and a step drafts only if its plan beats plain
-decoding by `AutoTuning.plan_margin`; where not even the likeliest candidates, taken
+decoding by `AutoTuning.plan_margin` (`learnt_plan_margin` for the share of its
+expected tokens that lookup's learnt copy estimates give); where not even the likeliest candidates, taken
 together whatever their places, could (`policy.may_pay`), the tree is not built at all.
 Each proposer learns its acceptance from the committed tokens (lookup and n-gram caches by
 shadow drafts, the pool by scoring its tree, the draft model along its chain), so an
@@ -114,7 +115,7 @@ class Auto(Proposer):
         self._step: _Step | None = None
         self._counts: dict[str, float] = {}
         self._greedy = True
-        self._held_threshold: tuple["_core.CostCurve", float] | None = None
+        self._held_thresholds: tuple["_core.CostCurve", dict[float, float]] | None = None
 
     # ---- set-up ---------------------------------------------------------------------------
 
@@ -217,23 +218,30 @@ class Auto(Proposer):
         if not cands:
             return False
         curve = self._costs.curve(depth)
-        if max(self.calibration.bound(c) for c in cands) < self._threshold(curve):
+        # The least margin any plan of theirs could be held to (`policy.plan_tree`).
+        margin = self.tuning.plan_margin
+        if any(c.learnt for c in cands):
+            margin = min(margin, self.tuning.learnt_plan_margin)
+        if max(self.calibration.bound(c) for c in cands) < self._threshold(curve, margin):
             return False  # most steps on free text: no node is likely enough to pay
         probs = np.concatenate([self.calibration.candidate(c) for c in cands])
-        return may_pay(curve, probs, budget, self.tuning.plan_margin)
+        return may_pay(curve, probs, budget, margin)
 
-    def _threshold(self, curve: "_core.CostCurve") -> float:
+    def _threshold(self, curve: "_core.CostCurve", margin: float) -> float:
         """`policy.pay_threshold` of `curve` for the largest draft it prices (a threshold
         for fewer nodes is never lower, so it holds for every budget), kept while the curve
-        stays the same (one curve covers a band of depths)."""
-        held = self._held_threshold
+        and the margin stay the same (one curve covers a band of depths)."""
+        held = self._held_thresholds
         if held is None or held[0] is not curve:
-            held = self._held_threshold = (curve, pay_threshold(curve, curve.measured - 1, self.tuning.plan_margin))
-        return held[1]
+            held = self._held_thresholds = (curve, {})
+        if margin not in held[1]:
+            held[1][margin] = pay_threshold(curve, curve.measured - 1, margin)
+        return held[1][margin]
 
     def _plan(self, tree: MergedTree, depth: int, budget: int) -> "_core.TreePlan | None":
         assert self._costs is not None
-        return plan_tree(self._costs, tree, self.calibration.apply(tree), depth, budget, self.tuning.plan_margin)
+        return plan_tree(self._costs, tree, self.calibration.apply(tree), depth, budget, self.tuning.plan_margin,
+                         self.tuning.learnt_plan_margin)
 
     def observe(self, outcome: StepOutcome) -> None:
         step = self._step
