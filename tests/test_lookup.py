@@ -91,6 +91,20 @@ def test_agreement_buckets_are_half_octaves() -> None:
     assert list(PRIOR_BY_BUCKET) == sorted(PRIOR_BY_BUCKET)  # a longer agreement is never less likely
 
 
+@pytest.mark.parametrize("keep", [False, True])
+def test_fresh_statistics_restart_with_each_prompt_unless_kept(keep: bool) -> None:
+    from pyaccel.methods.lookup.proposer import _Hazard
+
+    stats = _Hazard(LookupTuning(keep_fresh_stats=keep))
+    prior = stats.alpha()[3]
+    for _ in range(30):
+        stats.observe_position(3, False)
+        stats.observe_position(N_BUCKETS + 3, False)  # an in-line copy's: always kept
+    stats.restart()
+    assert (stats.alpha()[3] < 0.5 * prior) == keep
+    assert stats.alpha()[N_BUCKETS + 3] < 0.5 * LookupTuning().prior_in_line[3]
+
+
 def test_path_probabilities_follow_the_hazard_model() -> None:
     """Best child: h(agreement + depth); other children share 1 - h by support."""
     # "1 2" occurred after "9" once (then 5 6) and twice elsewhere (then 3 4): the copy

@@ -72,6 +72,8 @@ def test_no_knob_shadows_a_constructor_argument(method: type, tuning: type) -> N
     ("lookahead:margin=0.1,replan_every=64", ("margin", "replan_every"), (0.1, 64)),
     ("medusa:recheck_every=16", ("recheck_every",), (16,)),
     ("auto:plan_margin=0.05", ("plan_margin",), (0.05,)),
+    ("auto:keep_fresh_stats=true,strong_run=8", ("prompt_lookup.keep_fresh_stats", "prompt_lookup.follower.strong_run"),
+     (True, 8)),
 ])
 def test_a_spec_sets_each_methods_knobs(spec: str, attr: tuple[str, ...], value: tuple[object, ...]) -> None:
     method = make_method(spec)

@@ -24,6 +24,7 @@ from ... import _core
 from ...cost_model import CostModel
 from ...errors import ModelNotFoundError
 from ...registry import resolve_model
+from ..lookup.proposer import LookupTuning
 from .calibration import CalibrationTuning
 from .merge import MergedTree
 
@@ -67,6 +68,8 @@ class AutoTuning:
     learnt_plan_margin: float = 0.10
     # How the proposers' estimates are rescaled by what verification (and shadows) found.
     calibration: CalibrationTuning = field(default_factory=CalibrationTuning)
+    # The knobs of auto's prompt lookup (those of method "lookup").
+    prompt_lookup: LookupTuning = field(default_factory=LookupTuning)
 
     def validate(self) -> None:
         self.calibration.validate()

@@ -81,6 +81,8 @@ class LookupTuning:
     # user's edits resemble each other); fresh matches are relearnt for each prompt.
     keep_copy_stats: bool = True
     copy_stats_decay: float = 0.99
+    # Carry the fresh-match statistics over too (they restart with every prompt otherwise).
+    keep_fresh_stats: bool = False
     follower: FollowerTuning = field(default_factory=FollowerTuning)
 
     def validate(self) -> None:
@@ -111,7 +113,8 @@ class _Hazard:
                                      prior_weight=self.tuning.stats_prior_weight)
 
     def restart(self) -> None:
-        self._fresh = self._new(self.tuning.prior_fresh)
+        if not self.tuning.keep_fresh_stats:
+            self._fresh = self._new(self.tuning.prior_fresh)
         if not self.tuning.keep_copy_stats:
             self._copies = self._new(self.tuning.prior_in_line + self.tuning.prior_away,
                                      self.tuning.copy_stats_decay)
