@@ -82,6 +82,9 @@ class LookupTuning:
     keep_copy_stats: bool = True
     copy_stats_decay: float = 0.99
     # Carry the fresh-match statistics over too (they restart with every prompt otherwise).
+    # Carried, they shorten the ramp at the start of each answer but draft longer at chance
+    # matches later: on the AMD host's first 8 edit prompts lookup fell from 2.009x to
+    # 1.946x and auto from 1.975x to 1.969x (modelled, docs/benchmarks.md). So off.
     keep_fresh_stats: bool = False
     follower: FollowerTuning = field(default_factory=FollowerTuning)
 
