@@ -165,8 +165,10 @@ def plan_tree(costs: CostModel, tree: MergedTree, path_probs: np.ndarray, depth:
     plan = costs.tree(path_probs, tree.parents, depth, budget)
     if not len(plan.nodes):
         return None
-    nodes = np.asarray(plan.nodes, dtype=np.int64)
-    need = plan_margin(path_probs[nodes], tree.learnt[nodes], margin, margin if learnt_margin is None else learnt_margin)
+    need = margin
+    if learnt_margin is not None and learnt_margin != margin:
+        nodes = np.asarray(plan.nodes, dtype=np.int64)
+        need = plan_margin(path_probs[nodes], tree.learnt[nodes], margin, learnt_margin)
     return plan if plan.expected_speedup >= 1.0 + need else None
 
 
@@ -174,7 +176,7 @@ def plan_margin(probs: np.ndarray, learnt: np.ndarray, margin: float, learnt_mar
     """The margin a plan must beat plain decoding by: `margin` and `learnt_margin` weighed
     by the expected tokens (`probs`) of its unlearnt and its `learnt` nodes."""
     total = float(np.sum(probs))
-    if total <= 0.0 or learnt_margin == margin:
+    if total <= 0.0:
         return margin
     share = float(np.sum(probs[learnt])) / total
     return share * learnt_margin + (1.0 - share) * margin
