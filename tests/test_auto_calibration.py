@@ -12,6 +12,8 @@ from pyaccel.methods.auto.calibration import Calibration, CalibrationTuning
 from pyaccel.methods.auto import Candidate
 from pyaccel.methods.auto.merge import MergedTree, cap_siblings, merge_trees
 from pyaccel.methods.auto.policy import AutoTuning, may_pay, pay_threshold, plan_margin, plan_tree
+from pyaccel.methods.lookup.proposer import LookupTuning
+from pyaccel.methods.lookup.rewrites import FollowerTuning
 from pyaccel.types import SamplingConfig, StepOutcome
 
 from test_auto import CPU, FLAT, LINEAR, Scripted, chain
@@ -149,6 +151,8 @@ def test_a_plan_that_barely_pays_is_not_drafted() -> None:
         Calibration(CalibrationTuning(edges=(0.5, 0.2)))
     with pytest.raises(ValueError, match="learnt_plan_margin"):
         AutoTuning(learnt_plan_margin=-0.1).validate()
+    with pytest.raises(ValueError, match="strong_run"):
+        pyaccel.Auto(lookup=False, tuning=AutoTuning(prompt_lookup=LookupTuning(follower=FollowerTuning(strong_run=0))))
 
 
 def test_the_margin_is_weighed_by_each_kind_of_nodes_expected_tokens() -> None:
@@ -170,7 +174,8 @@ def test_a_learnt_copy_drafts_on_a_plan_that_barely_pays(learnt: bool, drafts: i
     plan = plan_tree(pyaccel.CostModel.fixed(curve), tree, tree.path_probs, 3, 32, 0.1, 0.0)
     assert (0 if plan is None else len(plan.nodes)) == drafts
     auto = pyaccel.Auto(lookup=False, lookahead=False, use_draft=False, extra=[Scripted("x", [node])],
-                        tuning=AutoTuning(plan_margin=0.1, learnt_plan_margin=0.0), costs=pyaccel.CostModel.fixed(curve))
+                        tuning=AutoTuning(plan_margin=0.1, learnt_plan_margin=0.0),
+                        costs=pyaccel.CostModel.fixed(curve))
     auto.begin([1, 2, 3], SamplingConfig())
     assert len(auto.propose([1, 2, 3], budget=32)) == drafts
 

@@ -73,6 +73,7 @@ class AutoTuning:
 
     def validate(self) -> None:
         self.calibration.validate()
+        self.prompt_lookup.validate()  # also where auto runs without prompt lookup
         if not 0.0 < self.draft_alpha < 1.0:
             raise ValueError(f"draft_alpha must be in (0, 1), got {self.draft_alpha}")
         for name in ("draft_max", "lookup_max_draft", "lookahead_guesses"):

@@ -16,8 +16,9 @@ Per step:
 The estimates are rescaled by `Calibration` (accepted versus predicted nodes per proposer
 and band of estimate) before planning, and a step drafts only if its plan beats plain
 decoding by `AutoTuning.plan_margin` (`learnt_plan_margin` for the share of its
-expected tokens that lookup's learnt copy estimates give); where not even the likeliest candidates, taken
-together whatever their places, could (`policy.may_pay`), the tree is not built at all.
+expected tokens that lookup's learnt copy estimates give); where not even the likeliest
+candidates, taken together whatever their places, could (`policy.may_pay`), the tree is
+not built at all.
 Each proposer learns its acceptance from the committed tokens (lookup and n-gram caches by
 shadow drafts, the pool by scoring its tree, the draft model along its chain), so an
 estimate improves whether or not its nodes were verified. The proposers live as long as
@@ -98,7 +99,8 @@ class Auto(Proposer):
         self.use_draft = use_draft
         self.subs: list[CandidateProposer] = []
         if lookup:
-            self.subs.append(PromptLookup(max_draft=self.tuning.lookup_max_draft, tuning=self.tuning.prompt_lookup, costs=costs))
+            self.subs.append(PromptLookup(max_draft=self.tuning.lookup_max_draft, tuning=self.tuning.prompt_lookup,
+                                          costs=costs))
         if ngram_static is not None or ngram_dynamic is not None:
             self.subs.append(NgramCacheDrafter(static_path=ngram_static, dynamic_path=ngram_dynamic, costs=costs))
         for sub in extra:
