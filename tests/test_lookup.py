@@ -48,6 +48,23 @@ def test_greedy_output_is_plain(gemma: pyaccel.Model, method: PromptLookup) -> N
     assert drafted > 0
 
 
+RENAME_PROMPT = ("Rename `width` to `breadth` in this code.\n\n```python\n" + SOURCE
+                 + "```\n\nThe code with `width` renamed:\n\n```python\n")
+
+
+@pytest.mark.parametrize("spec", ["lookup", "auto"])
+def test_a_quoted_rename_is_read_off_the_prompt_and_the_output_stays_plain(gemma: pyaccel.Model,
+                                                                             spec: str) -> None:
+    prompt = gemma.tokenize(RENAME_PROMPT)
+    want = pyaccel.Generator(gemma, "plain").generate(prompt, max_tokens=N_TOKENS).tokens
+    fast = pyaccel.Generator(gemma, spec)
+    got = fast.generate(prompt, max_tokens=N_TOKENS)
+    assert_greedy_equivalent(gemma, prompt, want, got.tokens)
+    lookup = fast.method if spec == "lookup" else fast.method.subs[0]
+    assert isinstance(lookup, PromptLookup) and lookup._named is not None
+    assert lookup._named.quoted == [b"width", b"breadth"] and lookup._named.renamed == [b"width"]
+
+
 def test_copying_gives_long_accepted_drafts(gemma: pyaccel.Model) -> None:
     gemma.cache.truncate(0)  # a reused prefix changes batch numerics, hence the output
     fast = pyaccel.Generator(gemma, PromptLookup(length=16))

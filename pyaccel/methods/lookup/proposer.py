@@ -15,13 +15,16 @@ right, so every position gets evidence without paying for probes. h is kept apar
 a match stands to the copy the output follows (`CopyFollower.relation`): resuming it,
 elsewhere while editing it, or fresh. Edits the output makes to what it copies (a renamed
 identifier) are learnt and applied to later drafts, and a copy is picked up again where
-it resumes after new code (`pyaccel.methods.lookup.rewrites`).
+it resumes after new code (`pyaccel.methods.lookup.rewrites`). Names the instruction
+quotes ("rename `h` to `heap`") mark where a copy is likely to break, with a learnt
+acceptance of their own, and make an edit between two of them trusted at its first
+sight (`pyaccel.methods.lookup.named`).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Callable
 
 import numpy as np
 
@@ -31,6 +34,7 @@ from ...types import Draft, SamplingConfig
 from ..candidate import Candidate, main_chain_length
 from ..base import Proposer
 from ..shadow import ShadowScorer
+from .named import NamedWords, block_openings, hazard_factors, hazard_starts, tree_depths
 from .rewrites import FRESH, IN_LINE, CopyFollower, FollowerTuning
 
 if TYPE_CHECKING:
@@ -86,12 +90,34 @@ class LookupTuning:
     # matches later: on the AMD host's first 8 edit prompts lookup fell from 2.009x to
     # 1.946x and auto from 1.975x to 1.969x (modelled, docs/benchmarks.md). So off.
     keep_fresh_stats: bool = False
+    # Names the instruction quotes (`pyaccel.methods.lookup.named`): an edit turning one
+    # into another is trusted from its first sight (quoted_edits), and a draft entering an
+    # occurrence of a name the output may change is accepted there with a learnt
+    # probability of its own (named_hazard), kept from call to call: from named_prior
+    # before the output has shown an edit of the name (it will most likely break there),
+    # from named_prior_edited after (drafted with the edit applied; the output may still
+    # keep the name at some occurrences). hazard_after_edit=False: none after.
+    quoted_edits: bool = True
+    named_hazard: bool = True
+    named_prior: float = 0.3
+    named_prior_edited: float = 0.8
+    hazard_after_edit: bool = True
+    # A copy that begins where a fenced code block of the prompt begins is taken for a
+    # real one from its first token (its in-line statistics apply at once). Off: on the AMD
+    # host's edit suites it shortened the ramp at each answer's start (colorsys, shlex,
+    # csv-sniffer) but the in-line statistics it raised drafted long where type hints
+    # break copies (hints-bisect 258 units against 205 for auto, 345 against 231 for
+    # lookup; docs/benchmarks.md).
+    block_openings: bool = False
     follower: FollowerTuning = field(default_factory=FollowerTuning)
 
     def validate(self) -> None:
         for name in ("stats_decay", "copy_stats_decay"):
             if not 0.0 < getattr(self, name) <= 1.0:
                 raise ValueError(f"lookup {name} must be in (0, 1], got {getattr(self, name)}")
+        for name in ("named_prior", "named_prior_edited"):
+            if not 0.0 <= getattr(self, name) <= 1.0:
+                raise ValueError(f"lookup {name} must be in [0, 1], got {getattr(self, name)}")
         if self.stats_prior_weight <= 0 or self.context_cap < 1:
             raise ValueError(f"lookup stats_prior_weight must be > 0 and context_cap >= 1, got "
                              f"{self.stats_prior_weight}, {self.context_cap}")
@@ -104,12 +130,15 @@ class LookupTuning:
 
 class _Hazard:
     """h per bucket: FRESH buckets restart with every prompt, IN_LINE and AWAY ones may be
-    kept (one `_core.AcceptanceStats` each)."""
+    kept (one `_core.AcceptanceStats` each); and h where a draft enters a named occurrence
+    (`named`: before and after the output showed an edit of the name), kept with the copy
+    statistics."""
 
     def __init__(self, tuning: LookupTuning) -> None:
         self.tuning = tuning
         self._fresh = self._new(tuning.prior_fresh)
         self._copies = self._new(tuning.prior_in_line + tuning.prior_away, tuning.copy_stats_decay)
+        self._named = self._new((tuning.named_prior, tuning.named_prior_edited), tuning.copy_stats_decay)
 
     def _new(self, prior: tuple[float, ...], decay: float | None = None) -> "_core.AcceptanceStats":
         return _core.AcceptanceStats(list(prior), decay=self.tuning.stats_decay if decay is None else decay,
@@ -121,9 +150,19 @@ class _Hazard:
         if not self.tuning.keep_copy_stats:
             self._copies = self._new(self.tuning.prior_in_line + self.tuning.prior_away,
                                      self.tuning.copy_stats_decay)
+            self._named = self._new((self.tuning.named_prior, self.tuning.named_prior_edited),
+                                    self.tuning.copy_stats_decay)
 
     def alpha(self) -> list[float]:
         return list(self._fresh.alpha()) + list(self._copies.alpha())
+
+    def named(self) -> np.ndarray:
+        """P(a draft entering a named occurrence is accepted there), before and after the
+        output showed an edit of the name."""
+        return np.asarray(self._named.alpha())
+
+    def observe_named(self, edited: bool, accepted: bool) -> None:
+        self._named.observe_position(int(edited), accepted)
 
     def observe_position(self, bucket: int, accepted: bool) -> None:
         if bucket < N_BUCKETS:
@@ -133,14 +172,17 @@ class _Hazard:
 
 
 class _BucketObserver:
-    """Routes a shadow's position outcomes to the bucket of that position's agreement."""
+    """Routes a shadow's position outcomes to the bucket of that position's agreement, and
+    those of positions entering a named occurrence to the named hazard too."""
 
-    def __init__(self, stats: "_Hazard", buckets: list[int]) -> None:
-        self.stats, self.buckets = stats, buckets
+    def __init__(self, stats: "_Hazard", buckets: list[int], named: dict[int, bool] | None = None) -> None:
+        self.stats, self.buckets, self.named = stats, buckets, named or {}
 
     def observe_position(self, position: int, accepted: bool) -> None:
         if position < len(self.buckets):
             self.stats.observe_position(self.buckets[position], accepted)
+            if position in self.named:
+                self.stats.observe_named(self.named[position], accepted)
 
 
 @dataclass(frozen=True)
@@ -153,6 +195,8 @@ class _Candidates:
     path_probs: np.ndarray
     chain: list[int]
     buckets: list[int]
+    # Chain positions entering a named occurrence: has the output shown an edit of its name?
+    named: dict[int, bool] = field(default_factory=dict)
 
     @property
     def learnt(self) -> bool:
@@ -190,11 +234,14 @@ class PromptLookup(Proposer):
         self.tuning = tuning if tuning is not None else LookupTuning()
         self.tuning.validate()
         self._costs = costs
+        self._piece: Callable[[int], bytes] | None = None  # a token's text, once bound
+        self._named: NamedWords | None = None
         self._n_seq_max = max_candidates
         self._stats = _Hazard(self.tuning)
         self._steps = self._drafting_steps = 0
 
     def bind(self, target: "Model") -> None:
+        self._piece = target.backend.token_bytes
         self._n_seq_max = target.backend.n_seq_max
         if self.fixed_length is None and self._costs is None:
             self._costs = target.costs
@@ -205,7 +252,26 @@ class PromptLookup(Proposer):
         # P(next token still copies | k tokens agreed so far), per relation and bucket of k.
         self._stats.restart()
         self._shadows = ShadowScorer()
-        self._follower = CopyFollower(self.tuning.follower)
+        # What the prompt's text says about copies (read only where the vocabulary is known).
+        pieces = [self._piece(t) for t in prompt] if self._piece is not None else None
+        self._named = self._quoted_names(pieces)
+        named_edit = None
+        if self._named is not None and self.tuning.quoted_edits:
+            named_edit = self._named_edit
+        self._follower = CopyFollower(self.tuning.follower, named_edit)
+        if self.tuning.block_openings and pieces is not None:
+            self._follower.openings = block_openings(pieces)
+
+    def _quoted_names(self, pieces: list[bytes] | None) -> NamedWords | None:
+        """The names the prompt (its tokens' `pieces`) quotes; None where it quotes none."""
+        if pieces is None or not (self.tuning.quoted_edits or self.tuning.named_hazard):
+            return None
+        named = NamedWords(pieces, self.tuning.hazard_after_edit)
+        return named if named.quoted else None
+
+    def _named_edit(self, src: tuple[int, ...], out: tuple[int, ...]) -> bool:
+        assert self._named is not None and self._piece is not None
+        return self._named.resolve(b"".join(map(self._piece, src)), b"".join(map(self._piece, out)))
 
     # ---- drafting ------------------------------------------------------------------------
 
@@ -235,15 +301,39 @@ class PromptLookup(Proposer):
         relation = self._follower.relation(int(sources[0])) if chain and self.rewrites else FRESH
         if chain:
             buckets = (N_BUCKETS * relation + agreement_buckets(contexts[:n_chain] + np.arange(n_chain))).tolist()
-            out.append(_Candidates(tree_tokens, parents, self._path_probs(tree, N_BUCKETS * relation), chain, buckets))
+            cand = _Candidates(tree_tokens, parents, self._path_probs(tree, N_BUCKETS * relation), chain, buckets)
+            if self._named_active():  # node i copies the stream at sources[i] + depth(i) + 1
+                cand = self._with_named(cand, sources.astype(np.int64) + tree_depths(parents) + 1)
+            out.append(cand)
         if followed is not None and (not chain or followed.tokens[:len(chain)] != chain[:len(followed.tokens)]
                                      or followed.agreement > int(contexts[0])):
             offset = N_BUCKETS * (IN_LINE if followed.in_line else FRESH)
             buckets = (offset + agreement_buckets(followed.agreement + np.arange(len(followed.tokens)))).tolist()
-            out.append(_Candidates(np.asarray(followed.tokens, np.int32),
-                                   np.arange(-1, len(followed.tokens) - 1, dtype=np.int32),
-                                   np.cumprod(np.asarray(self._stats.alpha())[buckets]), followed.tokens, buckets))
+            cand = _Candidates(np.asarray(followed.tokens, np.int32),
+                               np.arange(-1, len(followed.tokens) - 1, dtype=np.int32),
+                               np.cumprod(np.asarray(self._stats.alpha())[buckets]), followed.tokens, buckets)
+            if self._named_active():
+                cand = self._with_named(cand, np.asarray(followed.positions, dtype=np.int64))
+            out.append(cand)
         return out
+
+    def _named_active(self) -> bool:
+        """Does the prompt still mark named occurrences to weigh drafts by?"""
+        return self._named is not None and self.tuning.named_hazard and self._named.any
+
+    def _with_named(self, cand: _Candidates, positions: np.ndarray) -> _Candidates:
+        """`cand` with the named hazard applied where its nodes (copying the stream at
+        `positions`) enter a named occurrence, and the chain positions that do noted for
+        its shadow."""
+        assert self._named is not None
+        occ = self._named.occurrence(positions)
+        starts = hazard_starts(occ, cand.parents)
+        if not starts.any():
+            return cand
+        edited = self._named.resolved(occ)
+        probs = cand.path_probs * hazard_factors(starts, cand.parents, self._stats.named()[edited.astype(np.int64)])
+        on_chain = {int(k): bool(edited[k]) for k in np.flatnonzero(starts[:len(cand.chain)])}
+        return replace(cand, path_probs=probs, named=on_chain)
 
     def _step_candidates(self, tokens: list[int], budget: int) -> tuple[list[_Candidates], int]:
         """This step's candidates (each shadowed, so acceptance is learnt whether or not it
@@ -259,7 +349,7 @@ class PromptLookup(Proposer):
         tree = self._index.lookup(self.n_min, self.n_max, self.max_draft, branches, self.tuning.context_cap)
         cands = self._candidates(tokens, tree)
         for c in cands:
-            self._shadows.add(len(tokens), c.chain, _BucketObserver(self._stats, c.buckets))
+            self._shadows.add(len(tokens), c.chain, _BucketObserver(self._stats, c.buckets, c.named))
         return cands, depth
 
     def candidates(self, tokens: list[int], budget: int) -> list[Candidate]:

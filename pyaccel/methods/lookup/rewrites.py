@@ -19,13 +19,16 @@ agreement starts again from one token, so drafts stay short for several steps.
   from (through edits and resumptions), lies
   elsewhere, or no such copy is followed. Prompt lookup keeps acceptance apart for each.
 
-An edit the output contradicts is dropped.
+An edit the output contradicts is dropped. An edit the caller names (`named_edit`: one
+the prompt's instruction asks for) is trusted from its first sight. A copy that begins
+where a code block of the prompt begins (`openings`: the output opened a block as the
+prompt's does, and goes on from there) is a real one from its start.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, fields, replace
-from typing import Sequence
+from typing import Callable, Sequence
 
 
 @dataclass(frozen=True)
@@ -68,6 +71,9 @@ class Followed:
     tokens: list[int]
     agreement: int
     in_line: bool  # continues a strong copy (see `CopyFollower.relation`)
+    # The stream index each token copies; a learnt edit's first token: the index of the
+    # source span it replaces; its other tokens (and the rest of an edit begun): -1.
+    positions: list[int]
 
 
 @dataclass
@@ -100,8 +106,14 @@ def _ahead(stream: Sequence[int], start: int, end: int, m: int, max_skip: int) -
 class CopyFollower:
     """Anchor + learnt rewrites over one token stream (prompt + output so far)."""
 
-    def __init__(self, tuning: FollowerTuning = FollowerTuning(), **overrides: int) -> None:
+    def __init__(self, tuning: FollowerTuning = FollowerTuning(),
+                 named_edit: Callable[[tuple[int, ...], tuple[int, ...]], bool] | None = None,
+                 **overrides: int) -> None:
+        """named_edit(source span, output span): is this edit one the caller expects (it is
+        then trusted at once, as if seen min_seen times)?"""
         self.tuning = replace(tuning, **overrides) if overrides else tuning
+        self.named_edit = named_edit
+        self.openings: frozenset[int] = frozenset()  # stream indices ending a code block's opening line
         self.max_span, self.resync = self.tuning.max_span, self.tuning.resync
         self.rewrites: dict[tuple[int, ...], tuple[int, ...]] = {}
         self.seen: dict[tuple[int, ...], int] = {}
@@ -184,6 +196,8 @@ class CopyFollower:
                     self.rewrites[src] = out
                     self._firsts.add(src[0])
                     self.seen[src] = self.seen.get(src, 0) + 1 if same else 1
+                    if not same and self.named_edit is not None and self.named_edit(src, out):
+                        self.seen[src] = max(self.seen[src], self.tuning.min_seen)
                 # Through a confirmed edit the copy goes on; a first-seen one may be chance.
                 carried = b.agreement if src and self.seen.get(src, 0) >= self.tuning.min_seen else 0
                 self._resume(i + r - 1, j + r - 1, carried + r, b.copied + r)
@@ -240,7 +254,8 @@ class CopyFollower:
             return
         if self._anchor is None or agreement > self._anchor.agreement:
             self._broke = None
-            self._anchor = _Anchor(source_end, len(stream) - 1, agreement, agreement)
+            copied = max(agreement, self.tuning.strong_run) if source_end in self.openings else agreement
+            self._anchor = _Anchor(source_end, len(stream) - 1, agreement, copied)
             self._pending = []
 
     def _in_edit(self, length: int, b: "_Break") -> bool:
@@ -279,25 +294,28 @@ class CopyFollower:
             return None
         a = self._anchor
         if a is not None and a.out == len(stream) - 1:
-            return self._continue(stream, a.source + 1, list(self._pending[:limit]), a.agreement, self._strong(a.copied),
-                                  limit)
+            pending = list(self._pending[:limit])
+            return self._continue(stream, a.source + 1, pending, [-1] * len(pending), a.agreement,
+                                  self._strong(a.copied), limit)
         b = self._broke
         if b is None or not self._strong(b.copied):
             return None
         for m in range(self.resync - 1, 0, -1):
             i = _ahead(stream, b.source, len(stream), m, self.tuning.max_skip)
             if i is not None:
-                return self._continue(stream, i + m, [], m, True, limit)
+                return self._continue(stream, i + m, [], [], m, True, limit)
         return None
 
-    def _continue(self, stream: Sequence[int], i: int, out: list[int], agreement: int, in_line: bool,
-                  limit: int) -> Followed | None:
+    def _continue(self, stream: Sequence[int], i: int, out: list[int], positions: list[int], agreement: int,
+                  in_line: bool, limit: int) -> Followed | None:
         while len(out) < limit and i < len(stream):
             hit = self._rewrite_at(stream, i)
             if hit is not None and self.seen.get(hit[0], 0) >= self.tuning.min_seen:
                 out += hit[1]
+                positions += [i] + [-1] * (len(hit[1]) - 1)
                 i += len(hit[0])
             else:
                 out.append(int(stream[i]))
+                positions.append(i)
                 i += 1
-        return Followed(out[:limit], agreement, in_line) if out else None
+        return Followed(out[:limit], agreement, in_line, positions[:limit]) if out else None

@@ -1,0 +1,188 @@
+"""Names an instruction quotes: where a copy is likely to break, and edits to trust at once.
+
+"Rename `enterabs` to `enter_absolute`" quotes two names: one the prompt's code holds and
+one it does not. The output copies the code but changes the first name wherever it
+occurs, and until an occurrence has been seen changed nothing tells a copy of it apart
+from any other. `NamedWords` reads the prompt's own text for that:
+
+- *quoted names*: what `backticks` or "double quotes" outside fenced code blocks hold
+  (the instruction's, not the code's strings), where that is one identifier (dotted
+  ones whole), not a phrase or an expression;
+- *named occurrences*: where a quoted name occurs outside the quotes, for each name that
+  occurs there more than twice as often as the rarest quoted name (the name to change to
+  is usually new, or rare, in the code; the one to change from is not). Each is marked on
+  the prompt's tokens, so a draft that copies one is known to be copying a word the
+  output may well change (`occurrence`);
+- an edit the output makes (source bytes A -> output bytes B) *is named* when it turns
+  one quoted name into another (`resolve`): such an edit is no chance re-alignment. The
+  name's occurrences stay marked (a draft through one, copying the name or writing the
+  learnt edit of it, may still be wrong: the output need not change every occurrence),
+  unless `keep_resolved` is off.
+
+Everything is read from bytes (each token's rendered piece), so the names need not fall
+on token boundaries.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Sequence
+
+import numpy as np
+
+_QUOTED = re.compile(rb"`([^`\n]{1,80})`|\"([^\"\n]{1,80})\"")
+_FENCE = re.compile(rb"^[ \t]*```.*?(^[ \t]*```|\Z)", re.S | re.M)  # a block from a line opening with ```
+_NAME = re.compile(rb"[A-Za-z_]\w*(?:\.\w+)*")  # an identifier, dotted names whole
+
+
+def _quoted_spans(text: bytes) -> list[tuple[int, int]]:
+    """(start, end) byte spans of the quoted texts (inside the quotes) outside fenced code
+    blocks (the instruction, not the strings of the code it is about)."""
+    fences = [m.span() for m in _FENCE.finditer(text)]
+    spans = []
+    for m in _QUOTED.finditer(text):
+        if _inside(m.start(), fences):
+            continue
+        g = 1 if m.group(1) is not None else 2
+        spans.append((m.start(g), m.end(g)))
+    return spans
+
+
+def _inside(pos: int, spans: Sequence[tuple[int, int]]) -> bool:
+    return any(a <= pos < b for a, b in spans)
+
+
+def _edit_turns(a: bytes, b: bytes, x: bytes, y: bytes) -> bool:
+    """Does replacing one occurrence of a in x by b give y (a may be empty: an insertion)?"""
+    if len(y) != len(x) - len(a) + len(b):
+        return False
+    for k in range(len(x) - len(a) + 1):
+        if x[k:k + len(a)] == a and x[:k] + b + x[k + len(a):] == y:
+            return True
+    return False
+
+
+def _strip_common(a: bytes, b: bytes) -> tuple[bytes, bytes]:
+    """a and b without their common prefix and then their common suffix."""
+    p = 0
+    while p < min(len(a), len(b)) and a[p] == b[p]:
+        p += 1
+    a, b = a[p:], b[p:]
+    s = 0
+    while s < min(len(a), len(b)) and a[-1 - s] == b[-1 - s]:
+        s += 1
+    return a[:len(a) - s], b[:len(b) - s]
+
+
+class NamedWords:
+    """The names a prompt quotes and where they occur in its tokens (see the module doc).
+
+    pieces: each prompt token's bytes, in order.
+    keep_resolved: a name an edit has changed still marks its occurrences (the output may
+      keep it at some: a rename "in this method" or in code but not in prose).
+    """
+
+    def __init__(self, pieces: Sequence[bytes], keep_resolved: bool = True) -> None:
+        self.keep_resolved = keep_resolved
+        text = b"".join(pieces)
+        starts = np.cumsum([0] + [len(p) for p in pieces])
+        spans = _quoted_spans(text)
+        quoted: list[bytes] = []
+        for a, b in spans:
+            if _NAME.fullmatch(text[a:b]) and text[a:b] not in quoted:  # a name, not a phrase
+                quoted.append(text[a:b])
+        outside: dict[bytes, list[tuple[int, int]]] = {w: [] for w in quoted}
+        for w in quoted:
+            for m in re.finditer(rb"(?<!\w)" + re.escape(w) + rb"(?!\w)", text):
+                if not _inside(m.start(), spans):
+                    outside[w].append((m.start(), m.end()))
+        self.quoted = quoted
+        rarest = min((len(v) for v in outside.values()), default=0)
+        self.renamed = [w for w in quoted if len(outside[w]) > 2 * rarest]
+        # occ[i]: the named occurrence prompt token i belongs to (-1: none); owner[o]: its word.
+        self._occ = np.full(len(pieces), -1, dtype=np.int64)
+        self._owner: list[bytes] = []
+        for w in self.renamed:
+            for a, b in outside[w]:
+                first = int(np.searchsorted(starts, a, side="right")) - 1
+                last = int(np.searchsorted(starts, b, side="left")) - 1
+                self._occ[first:last + 1] = len(self._owner)
+                self._owner.append(w)
+        self._resolved: set[bytes] = set()
+
+    @property
+    def any(self) -> bool:
+        """Is any occurrence still marked?"""
+        return bool(self._owner) and (self.keep_resolved or len(self._resolved) < len(self.renamed))
+
+    def occurrence(self, positions: np.ndarray) -> np.ndarray:
+        """The named occurrence (an id, -1 for none) of the prompt token each stream position
+        copies; positions past the prompt, negative ones (not a copy) and names already
+        resolved give -1."""
+        positions = np.asarray(positions, dtype=np.int64)
+        out = np.full(len(positions), -1, dtype=np.int64)
+        ok = (positions >= 0) & (positions < len(self._occ))
+        out[ok] = self._occ[positions[ok]]
+        if self._resolved and not self.keep_resolved:
+            for k in np.flatnonzero(out >= 0):
+                if self._owner[out[k]] in self._resolved:
+                    out[k] = -1
+        return out
+
+    def resolved(self, occ: np.ndarray) -> np.ndarray:
+        """Per occurrence id (-1: none): is its name one an edit has changed?"""
+        return np.array([o >= 0 and self._owner[o] in self._resolved for o in occ], dtype=bool)
+
+    def resolve(self, a: bytes, b: bytes) -> bool:
+        """Is an edit of source bytes a into output bytes b one that turns a quoted name into
+        another? If so, the name it changes is resolved (see `keep_resolved`)."""
+        a, b = _strip_common(a, b)
+        if not a and not b:
+            return False
+        hit = False
+        for x in self.quoted:
+            for y in self.quoted:
+                if x != y and _edit_turns(a, b, x, y):
+                    self._resolved.add(x)
+                    hit = True
+        return hit
+
+
+def hazard_starts(occ: np.ndarray, parents: np.ndarray) -> np.ndarray:
+    """Per node of a tree (parents[i] < i, -1 the root): does it enter a named occurrence
+    (occ >= 0) its parent is not in? Each occurrence is counted once per path."""
+    occ = np.asarray(occ, dtype=np.int64)
+    parents = np.asarray(parents, dtype=np.int64)
+    parent_occ = np.where(parents >= 0, occ[np.maximum(parents, 0)], -1)
+    return (occ >= 0) & (occ != parent_occ)
+
+
+def block_openings(pieces: Sequence[bytes]) -> frozenset[int]:
+    """The tokens that end the opening line of a fenced code block (```python and its line
+    break): a copy aligned there began with the block."""
+    text = b"".join(pieces)
+    ends = np.cumsum([len(p) for p in pieces])
+    out = set()
+    for m in _FENCE.finditer(text):
+        eol = text.find(b"\n", m.start())
+        if eol >= 0:
+            out.add(int(np.searchsorted(ends, eol, side="right")))
+    return frozenset(out)
+
+
+def tree_depths(parents: np.ndarray) -> np.ndarray:
+    """Depth of each node (a child of the root: 0)."""
+    depth = np.zeros(len(parents), dtype=np.int64)
+    for i, p in enumerate(parents):
+        if p >= 0:
+            depth[i] = depth[p] + 1
+    return depth
+
+
+def hazard_factors(starts: np.ndarray, parents: np.ndarray, h: np.ndarray) -> np.ndarray:
+    """Per node: the product of h[j] over the nodes j on its path (itself included) that
+    enter a named occurrence (`hazard_starts`), the factor its path probability takes."""
+    out = np.ones(len(parents), dtype=np.float64)
+    for i, p in enumerate(parents):
+        out[i] = (out[p] if p >= 0 else 1.0) * (h[i] if starts[i] else 1.0)
+    return out
