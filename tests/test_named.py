@@ -217,3 +217,32 @@ def test_a_copy_beginning_with_a_block_is_in_line_at_once() -> None:
         assert f.relation(2) == want
         followed = f.draft(stream, 4)
         assert followed is not None and followed.tokens == src[:4] and followed.in_line == (want == IN_LINE)
+
+
+class _Recorder:
+    def __init__(self) -> None:
+        self.named: list[tuple[bool, bool]] = []
+
+    def observe_position(self, bucket: int, accepted: bool) -> None:
+        pass
+
+    def observe_named(self, edited: bool, accepted: bool) -> None:
+        self.named.append((edited, accepted))
+
+
+def test_a_named_occurrence_is_scored_whole() -> None:
+    """An occurrence spanning chain positions 2..3 (`enter` + `abs`): the output writing
+    `enter` and then `_absolute` fails it, though its first token was right."""
+    from pyaccel.methods.lookup.proposer import _BucketObserver
+
+    for outcomes, want in (([True, True, True, False], [(False, False)]),
+                           ([True, True, True, True, True], [(False, True)]),
+                           ([True, True, False], [(False, False)]),
+                           ([True, False], [])):
+        stats = _Recorder()
+        observer = _BucketObserver(stats, [0] * 6, {2: (3, False)})  # type: ignore[arg-type]
+        for position, ok in enumerate(outcomes):
+            observer.observe_position(position, ok)
+            if not ok:
+                break
+        assert stats.named == want, outcomes

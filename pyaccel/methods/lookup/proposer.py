@@ -173,16 +173,20 @@ class _Hazard:
 
 class _BucketObserver:
     """Routes a shadow's position outcomes to the bucket of that position's agreement, and
-    those of positions entering a named occurrence to the named hazard too."""
+    the outcome of each named occurrence it drafts through whole to the named hazard: a
+    failure at any of its positions, or its last position accepted (an occurrence of
+    `enterabs` renamed `enter_absolute` shares its first token with the new name)."""
 
-    def __init__(self, stats: "_Hazard", buckets: list[int], named: dict[int, bool] | None = None) -> None:
+    def __init__(self, stats: "_Hazard", buckets: list[int],
+                 named: dict[int, tuple[int, bool]] | None = None) -> None:
         self.stats, self.buckets, self.named = stats, buckets, named or {}
 
     def observe_position(self, position: int, accepted: bool) -> None:
         if position < len(self.buckets):
             self.stats.observe_position(self.buckets[position], accepted)
-            if position in self.named:
-                self.stats.observe_named(self.named[position], accepted)
+            for first, (last, edited) in self.named.items():
+                if first <= position <= last and (not accepted or position == last):
+                    self.stats.observe_named(edited, accepted)
 
 
 @dataclass(frozen=True)
@@ -195,8 +199,9 @@ class _Candidates:
     path_probs: np.ndarray
     chain: list[int]
     buckets: list[int]
-    # Chain positions entering a named occurrence: has the output shown an edit of its name?
-    named: dict[int, bool] = field(default_factory=dict)
+    # Chain positions entering a named occurrence: the chain's last position in it, and has
+    # the output shown an edit of its name?
+    named: dict[int, tuple[int, bool]] = field(default_factory=dict)
 
     @property
     def learnt(self) -> bool:
@@ -332,7 +337,13 @@ class PromptLookup(Proposer):
             return cand
         edited = self._named.resolved(occ)
         probs = cand.path_probs * hazard_factors(starts, cand.parents, self._stats.named()[edited.astype(np.int64)])
-        on_chain = {int(k): bool(edited[k]) for k in np.flatnonzero(starts[:len(cand.chain)])}
+        n = len(cand.chain)
+        on_chain = {}
+        for k in np.flatnonzero(starts[:n]):
+            last = int(k)
+            while last + 1 < n and occ[last + 1] == occ[k]:
+                last += 1
+            on_chain[int(k)] = (last, bool(edited[k]))
         return replace(cand, path_probs=probs, named=on_chain)
 
     def _step_candidates(self, tokens: list[int], budget: int) -> tuple[list[_Candidates], int]:
