@@ -8,9 +8,12 @@ from types import SimpleNamespace
 
 import numpy as np
 
+from pyaccel import _core
+
 from pyaccel.cost_model import CostModel
 from pyaccel.methods.lookup import PromptLookup
-from pyaccel.methods.lookup.named import NamedWords, block_openings, hazard_factors, hazard_starts, tree_depths
+
+from pyaccel.methods.lookup.named import NamedWords, block_openings, hazard_factors, hazard_starts
 from pyaccel.methods.lookup.proposer import LookupTuning
 from pyaccel.methods.lookup.rewrites import FRESH, IN_LINE, CopyFollower
 from pyaccel.types import SamplingConfig
@@ -94,7 +97,7 @@ def test_hazard_starts_and_factors_on_a_tree() -> None:
     occ = np.array([-1, 7, 7, 7, 8])  # node 1 enters 7, node 2 stays in it; 3 enters 7, 4 enters 8
     starts = hazard_starts(occ, parents)
     assert starts.tolist() == [False, True, False, True, True]
-    assert tree_depths(parents).tolist() == [0, 1, 2, 0, 1]
+    assert _core.tree_layout(parents).depth.tolist() == [1, 2, 3, 1, 2]  # what positions are counted from
     h = np.array([0.9, 0.5, 0.9, 0.5, 0.4])  # per node; only where it enters an occurrence
     assert np.allclose(hazard_factors(starts, parents, h), [1.0, 0.5, 0.5, 0.5, 0.2])
 

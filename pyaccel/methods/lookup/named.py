@@ -170,15 +170,6 @@ def block_openings(pieces: Sequence[bytes]) -> frozenset[int]:
     return frozenset(out)
 
 
-def tree_depths(parents: np.ndarray) -> np.ndarray:
-    """Depth of each node (a child of the root: 0)."""
-    depth = np.zeros(len(parents), dtype=np.int64)
-    for i, p in enumerate(parents):
-        if p >= 0:
-            depth[i] = depth[p] + 1
-    return depth
-
-
 def hazard_factors(starts: np.ndarray, parents: np.ndarray, h: np.ndarray) -> np.ndarray:
     """Per node: the product of h[j] over the nodes j on its path (itself included) that
     enter a named occurrence (`hazard_starts`), the factor its path probability takes."""

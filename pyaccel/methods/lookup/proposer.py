@@ -34,7 +34,7 @@ from ...types import Draft, SamplingConfig
 from ..candidate import Candidate, main_chain_length
 from ..base import Proposer
 from ..shadow import ShadowScorer
-from .named import NamedWords, block_openings, hazard_factors, hazard_starts, tree_depths
+from .named import NamedWords, block_openings, hazard_factors, hazard_starts
 from .rewrites import FRESH, IN_LINE, CopyFollower, FollowerTuning
 
 if TYPE_CHECKING:
@@ -307,8 +307,8 @@ class PromptLookup(Proposer):
         if chain:
             buckets = (N_BUCKETS * relation + agreement_buckets(contexts[:n_chain] + np.arange(n_chain))).tolist()
             cand = _Candidates(tree_tokens, parents, self._path_probs(tree, N_BUCKETS * relation), chain, buckets)
-            if self._named_active():  # node i copies the stream at sources[i] + depth(i) + 1
-                cand = self._with_named(cand, sources.astype(np.int64) + tree_depths(parents) + 1)
+            if self._named_active():  # node i copies the stream at sources[i] + its depth (root's children: 1)
+                cand = self._with_named(cand, sources.astype(np.int64) + _core.tree_layout(parents).depth)
             out.append(cand)
         if followed is not None and (not chain or followed.tokens[:len(chain)] != chain[:len(followed.tokens)]
                                      or followed.agreement > int(contexts[0])):
