@@ -9,10 +9,8 @@ from types import SimpleNamespace
 import numpy as np
 
 from pyaccel import _core
-
 from pyaccel.cost_model import CostModel
 from pyaccel.methods.lookup import PromptLookup
-
 from pyaccel.methods.lookup.named import NamedWords, block_openings, hazard_factors, hazard_starts
 from pyaccel.methods.lookup.proposer import LookupTuning
 from pyaccel.methods.lookup.rewrites import FRESH, IN_LINE, CopyFollower
