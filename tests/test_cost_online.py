@@ -14,8 +14,8 @@ import pytest
 import pyaccel
 from pyaccel import _core
 from pyaccel.cost_model import CURVE_REFRESH_SAMPLES, CostModel, conservative_fill, learnt_evidence
-from pyaccel.costs import (CALIBRATION_S, KEEP_SAMPLES, PREFILL, VERIFY, CostSamples, bucket_depth, depth_bucket,
-                           learnt_file, measure_decode_costs)
+from pyaccel.costs import (CALIBRATION_S, KEEP_SAMPLES, PREFILL, VERIFY, CostSamples, DecodeCosts, bucket_depth,
+                           depth_bucket, learnt_file, measure_decode_costs)
 
 # A CPU-like device: seconds of a verification of b tokens (every row's logits), and of a
 # prefill of b tokens (the last row's only: each output row costs OUT of one token's time).
@@ -216,7 +216,8 @@ PROMPTS = [f"Copy this code exactly, then stop:\n\n{CODE}", f"Rename f to g in t
 # Uses of the learnt curve, each a first use (a calibration of the sizes with the fewest
 # samples) and a few generations, until LEARNT_SIZES sizes have LEARNT_SAMPLES samples (a
 # loaded machine fits fewer sizes in a calibration); the tolerance against a full
-# measurement (a 2-core machine shared with other jobs).
+# measurement (a 2-core machine shared with other jobs); the further uses where the learnt
+# curve disagrees with it.
 MAX_SESSIONS = 6
 # One thread: with two on two cores shared with other jobs, llama.cpp's threads wait for each
 # other at every graph node and a single-token decode measured 20 ms or 3 s, at random.
@@ -225,6 +226,7 @@ LEARNT_SIZES = 4
 LEARNT_SAMPLES = 2
 CURVE_TOLERANCE = 0.25
 REFERENCE_MEASUREMENTS = 2
+EXTRA_USES = 3
 
 
 @pytest.fixture
@@ -261,31 +263,60 @@ def _learnt_sizes(samples: CostSamples) -> list[int]:
                    if kind == VERIFY and bucket <= 1 and b > 1 and samples.count(kind, b, bucket) >= LEARNT_SAMPLES})
 
 
+def _use_once(gemma_path: Path) -> CostSamples:
+    """One use of a freshly loaded model (a calibration, then two short generations); the
+    learnt samples as saved."""
+    with pyaccel.Model(gemma_path, n_ctx=1024, n_threads=THREADS, progress=False) as model:
+        gen = pyaccel.Generator(model, "lookup")
+        for prompt in PROMPTS[:2]:
+            gen.generate(prompt, max_tokens=32)
+        path = learnt_file(model.backend)
+    return CostSamples.load(path)
+
+
+def _reference(gemma_path: Path, max_batch: int) -> DecodeCosts:
+    """A full measurement behind 128 tokens (half this context)."""
+    with pyaccel.Model(gemma_path, n_ctx=256, n_threads=THREADS, progress=False) as ref_model:
+        return measure_decode_costs(ref_model.backend, max_batch=max_batch, progress=False, deep=False)
+
+
 def test_learnt_curve_matches_a_full_measurement(gemma_path: Path, fresh_costs: Path) -> None:
     for _ in range(MAX_SESSIONS):
-        with pyaccel.Model(gemma_path, n_ctx=1024, n_threads=THREADS, progress=False) as model:
-            gen = pyaccel.Generator(model, "lookup")
-            for prompt in PROMPTS[:2]:
-                gen.generate(prompt, max_tokens=32)
-            path = learnt_file(model.backend)
-        samples = CostSamples.load(path)
+        samples = _use_once(gemma_path)
         sizes = _learnt_sizes(samples)
         if len(sizes) >= LEARNT_SIZES:
             break
     assert len(sizes) >= LEARNT_SIZES, f"too little learnt after {MAX_SESSIONS} uses: {sizes}"
-    learnt = CostModel(learnt=samples)
-    # The reference: a full measurement behind 128 tokens (half this context). A full
-    # measurement is timings too: where the first disagrees, a second is taken, and each
-    # size must match one of them (a burst of load on a shared machine skews one only).
+    # Both sides are timings on a shared machine, and a burst of load skews a few of them.
+    # The reference side: a second full measurement where the first disagrees; each size must
+    # match one of them. The learnt side: more use (each one calibrates the sizes with the
+    # fewest samples again), which is what "after enough use" promises.
+    refs = [_reference(gemma_path, max(sizes))]
     reports = []
-    deviation = {b: float("inf") for b in sizes}
-    for _ in range(REFERENCE_MEASUREMENTS):
-        with pyaccel.Model(gemma_path, n_ctx=256, n_threads=THREADS, progress=False) as ref_model:
-            ref = measure_decode_costs(ref_model.backend, max_batch=max(sizes), progress=False, deep=False)
-        got, want = learnt.relative_at(ref.depth), ref.relative()
-        reports.append({b: (round(got[b - 1], 2), round(want[b - 1], 2)) for b in sizes})
-        print(f"\nbehind {ref.depth} tokens, size: (learnt, measured) relative to one token: {reports[-1]}")
-        deviation = {b: min(deviation[b], abs(got[b - 1] / want[b - 1] - 1)) for b in sizes}
-        if all(d <= CURVE_TOLERANCE for d in deviation.values()):
-            break
-    assert all(d <= CURVE_TOLERANCE for d in deviation.values()), reports
+    for use in range(EXTRA_USES + 1):
+        if use:
+            samples = _use_once(gemma_path)
+        learnt = CostModel(learnt=samples)
+        while True:
+            deviation, report = _deviation(learnt, refs, sizes)
+            reports.append(report)
+            print(f"\nuse {use}, {len(refs)} reference(s) behind {refs[0].depth} tokens, size: "
+                  f"(learnt, measured...) relative to one token: {report}")
+            if all(d <= CURVE_TOLERANCE for d in deviation.values()):
+                return
+            if len(refs) == REFERENCE_MEASUREMENTS:
+                break
+            refs.append(_reference(gemma_path, max(sizes)))
+    pytest.fail(f"the learnt curve is off by more than {CURVE_TOLERANCE:.0%} at some size: {reports}")
+
+
+def _deviation(learnt: CostModel, refs: list[DecodeCosts], sizes: list[int]) -> tuple[dict[int, float], dict]:
+    """Per size, the least relative deviation of the learnt curve from any reference. The
+    learnt curve prices no batch above its tokens decoded one by one (`relative_cost`), so a
+    reference above that (Gemma's two output rows measure about 2.5 single tokens, one thread)
+    is compared capped: either way such a batch never pays."""
+    got = learnt.relative_at(refs[0].depth)
+    wants = [[min(float(b), r) for b, r in enumerate(ref.relative(), start=1)] for ref in refs]
+    deviation = {b: min(abs(got[b - 1] / want[b - 1] - 1) for want in wants) for b in sizes}
+    report = {b: (round(got[b - 1], 2), *(round(want[b - 1], 2) for want in wants)) for b in sizes}
+    return deviation, report
