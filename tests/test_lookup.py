@@ -152,4 +152,4 @@ def test_copy_statistics_outlive_a_call_and_fresh_ones_do_not() -> None:
     h = method._stats.alpha()
     assert h[0] == pytest.approx(PRIOR_BY_BUCKET[0])
     assert h[N_BUCKETS * AWAY + 6] == pytest.approx(low[N_BUCKETS * AWAY + 6])
-    assert len(h) == 3 * N_BUCKETS and len(PRIOR_IN_LINE) == len(PRIOR_AWAY) == N_BUCKETS
+    assert len(h) == 4 * N_BUCKETS and len(PRIOR_IN_LINE) == len(PRIOR_AWAY) == N_BUCKETS  # FRESH .. OPENING

@@ -13,7 +13,7 @@ from pyaccel.cost_model import CostModel
 from pyaccel.methods.lookup import PromptLookup
 from pyaccel.methods.lookup.named import NamedWords, block_openings, hazard_factors, hazard_starts
 from pyaccel.methods.lookup.proposer import LookupTuning
-from pyaccel.methods.lookup.rewrites import FRESH, IN_LINE, CopyFollower
+from pyaccel.methods.lookup.rewrites import FRESH, IN_LINE, OPENING, CopyFollower, FollowerTuning
 from pyaccel.types import SamplingConfig
 
 PROMPT = (b"Rename the method `enterabs` to `enter_absolute` and update every call. Return the "
@@ -125,7 +125,8 @@ def test_a_named_edit_is_trusted_from_its_first_sight() -> None:
 # ---- prompt lookup with a vocabulary ----------------------------------------------------------
 
 OLD, NEW = 1, (2, 3)
-VOCAB = {0: b"\n", OLD: b" old", 2: b" new", 3: b"_name", 4: b"Rename `old` to `new_name`.\n"}
+VOCAB = {0: b"\n", OLD: b" old", 2: b" new", 3: b"_name", 4: b"Rename `old` to `new_name`.\n",
+         5: b"Add a docstring.\n", 6: b"```", 7: b"python"}
 VOCAB.update({t: f" w{t}".encode() for t in range(10, 41)})
 
 
@@ -147,10 +148,15 @@ def _lookup(**tuning: object) -> PromptLookup:
 
 def _cost(method: PromptLookup, prompt: list[int], output: list[int]) -> float:
     """Greedy verification of `output` replayed step by step; the curve's units spent."""
+    return _replay(method, prompt, output)[0]
+
+
+def _replay(method: PromptLookup, prompt: list[int], output: list[int]) -> tuple[float, int]:
+    """`_cost`, and the passes taken."""
     curve = method._costs
     assert curve is not None
     method.begin(prompt, SamplingConfig())
-    history, done, units = list(prompt), 0, 0.0
+    history, done, units, passes = list(prompt), 0, 0.0, 0
     while done < len(output):
         draft = method.propose(history, len(output) - done)
         n = 0
@@ -159,10 +165,11 @@ def _cost(method: PromptLookup, prompt: list[int], output: list[int]) -> float:
             n += 1
         c = curve.curve(len(history))
         units += c.cost_at(1 + len(draft)) / c.cost_at(1)
+        passes += 1
         history += output[done:done + n + 1]
         done += n + 1
     method.end()
-    return units
+    return units, passes
 
 
 def test_a_quoted_rename_costs_less() -> None:
@@ -206,18 +213,41 @@ def test_block_openings_end_the_fence_line_not_an_inline_mention() -> None:
     assert block_openings([b"no code here"]) == frozenset()
 
 
-def test_a_copy_beginning_with_a_block_is_in_line_at_once() -> None:
+def test_a_copy_beginning_with_a_block_is_an_opening_until_it_grows_strong() -> None:
     src = list(range(100, 140))
     stream = [7, 8, 9] + src + [0] + [7, 8, 9]  # the output opened the block as the prompt does
-    for openings, want in ((frozenset(), FRESH), (frozenset({2}), IN_LINE)):
+    for openings, want in ((frozenset(), FRESH), (frozenset({2}), OPENING)):
         f = CopyFollower()
         f.openings = openings
         f.follow(stream)
         f.align(stream, 2, 3)
         f.follow(stream)
-        assert f.relation(2) == want
+        assert f.relation(2) == want and f.relation(30) == FRESH
         followed = f.draft(stream, 4)
-        assert followed is not None and followed.tokens == src[:4] and followed.in_line == (want == IN_LINE)
+        assert followed is not None and followed.tokens == src[:4] and followed.relation == want
+    # The output copies on: strong_run tokens after the opening, the copy is in-line.
+    grown = stream + src[:FollowerTuning().strong_run]
+    f.follow(grown)
+    end = 2 + FollowerTuning().strong_run
+    assert f.relation(end) == IN_LINE
+    assert f.draft(grown, 4).relation == IN_LINE
+
+
+def test_answers_that_copy_the_prompt_block_from_its_first_line_learn_to_draft_there() -> None:
+    """An OPENING copy's statistics are kept from call to call: after one answer that
+    copied the prompt's code block from its opening line on, the next one drafts long from
+    there at once, where fresh-match statistics ramp up again."""
+    block = [6, 7, 0]  # ```python + line break
+    replays = {}
+    for openings in (False, True):
+        rng = random.Random(9)  # the same two prompts for each
+        method = _lookup(block_openings=openings)
+        for _ in range(2):
+            source = [rng.randrange(10, 41) for _ in range(120)]
+            prompt = [5] + block + source + [0, 6, 0]
+            replays[openings] = _replay(method, prompt, block + source)  # the second call's
+    (on, on_passes), (off, off_passes) = replays[True], replays[False]
+    assert on < off and on_passes <= off_passes - 2, replays
 
 
 class _Recorder:

@@ -66,7 +66,7 @@ def test_a_distant_resumption_is_followed_in_line() -> None:
     f.follow(stream)
     followed = f.draft(stream, 4)
     assert followed is not None and followed.tokens == src[28:32]
-    assert followed.agreement == 2 and followed.in_line
+    assert followed.agreement == 2 and followed.relation == IN_LINE
     assert f.relation(27) == IN_LINE and f.relation(2) == AWAY
     stream += src[28:30]
     f.follow(stream)

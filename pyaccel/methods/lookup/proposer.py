@@ -35,7 +35,7 @@ from ..candidate import Candidate, main_chain_length
 from ..base import Proposer
 from ..shadow import ShadowScorer
 from .named import NamedWords, block_openings, hazard_factors, hazard_starts
-from .rewrites import FRESH, IN_LINE, CopyFollower, FollowerTuning
+from .rewrites import FRESH, CopyFollower, FollowerTuning
 
 if TYPE_CHECKING:
     from ...model import Model
@@ -102,13 +102,16 @@ class LookupTuning:
     named_prior: float = 0.3
     named_prior_edited: float = 0.8
     hazard_after_edit: bool = True
-    # A copy that begins where a fenced code block of the prompt begins is taken for a
-    # real one from its first token (its in-line statistics apply at once). Off: on the AMD
-    # host's edit suites it shortened the ramp at each answer's start (colorsys, shlex,
-    # csv-sniffer) but the in-line statistics it raised drafted long where type hints
-    # break copies (hints-bisect 258 units against 205 for auto, 345 against 231 for
-    # lookup; docs/benchmarks.md).
-    block_openings: bool = False
+    # A copy that begins where a fenced code block of the prompt begins (the answer opens
+    # its block as the prompt does and goes on from there) has acceptance statistics of its
+    # own until it breaks or grows strong (`CopyFollower.relation`: OPENING), from
+    # prior_opening and kept from call to call: they learn how far a user's answers copy
+    # from their first line. On the AMD host's 20 edit prompts (modelled) auto took 3.5%
+    # fewer passes with them (2,732 against 2,832 units), lookup 3.0%. Taken for in-line
+    # copies instead, they raised the in-line statistics that then drafted long where type
+    # hints break copies (hints-bisect 258 units against 205; docs/benchmarks.md).
+    block_openings: bool = True
+    prior_opening: tuple[float, ...] = prior_fresh
     follower: FollowerTuning = field(default_factory=FollowerTuning)
 
     def validate(self) -> None:
@@ -121,7 +124,7 @@ class LookupTuning:
         if self.stats_prior_weight <= 0 or self.context_cap < 1:
             raise ValueError(f"lookup stats_prior_weight must be > 0 and context_cap >= 1, got "
                              f"{self.stats_prior_weight}, {self.context_cap}")
-        for name in ("prior_fresh", "prior_in_line", "prior_away"):
+        for name in ("prior_fresh", "prior_in_line", "prior_away", "prior_opening"):
             prior = getattr(self, name)
             if len(prior) != N_BUCKETS or not all(0.0 <= a <= 1.0 for a in prior):
                 raise ValueError(f"lookup {name} must hold {N_BUCKETS} probabilities, got {prior}")
@@ -129,27 +132,31 @@ class LookupTuning:
 
 
 class _Hazard:
-    """h per bucket: FRESH buckets restart with every prompt, IN_LINE and AWAY ones may be
-    kept (one `_core.AcceptanceStats` each); and h where a draft enters a named occurrence
-    (`named`: before and after the output showed an edit of the name), kept with the copy
-    statistics."""
+    """h per bucket: FRESH buckets restart with every prompt, IN_LINE, AWAY and OPENING ones
+    may be kept (one `_core.AcceptanceStats` each); and h where a draft enters a named
+    occurrence (`named`: before and after the output showed an edit of the name), kept with
+    the copy statistics."""
 
     def __init__(self, tuning: LookupTuning) -> None:
         self.tuning = tuning
         self._fresh = self._new(tuning.prior_fresh)
-        self._copies = self._new(tuning.prior_in_line + tuning.prior_away, tuning.copy_stats_decay)
+        self._copies = self._new(self._copy_prior(), tuning.copy_stats_decay)
         self._named = self._new((tuning.named_prior, tuning.named_prior_edited), tuning.copy_stats_decay)
 
     def _new(self, prior: tuple[float, ...], decay: float | None = None) -> "_core.AcceptanceStats":
         return _core.AcceptanceStats(list(prior), decay=self.tuning.stats_decay if decay is None else decay,
                                      prior_weight=self.tuning.stats_prior_weight)
 
+    def _copy_prior(self) -> tuple[float, ...]:
+        """The kept buckets' prior, relation by relation from IN_LINE on (`CopyFollower.relation`)."""
+        t = self.tuning
+        return t.prior_in_line + t.prior_away + t.prior_opening
+
     def restart(self) -> None:
         if not self.tuning.keep_fresh_stats:
             self._fresh = self._new(self.tuning.prior_fresh)
         if not self.tuning.keep_copy_stats:
-            self._copies = self._new(self.tuning.prior_in_line + self.tuning.prior_away,
-                                     self.tuning.copy_stats_decay)
+            self._copies = self._new(self._copy_prior(), self.tuning.copy_stats_decay)
             self._named = self._new((self.tuning.named_prior, self.tuning.named_prior_edited),
                                     self.tuning.copy_stats_decay)
 
@@ -312,7 +319,7 @@ class PromptLookup(Proposer):
             out.append(cand)
         if followed is not None and (not chain or followed.tokens[:len(chain)] != chain[:len(followed.tokens)]
                                      or followed.agreement > int(contexts[0])):
-            offset = N_BUCKETS * (IN_LINE if followed.in_line else FRESH)
+            offset = N_BUCKETS * followed.relation
             buckets = (offset + agreement_buckets(followed.agreement + np.arange(len(followed.tokens)))).tolist()
             cand = _Candidates(np.asarray(followed.tokens, np.int32),
                                np.arange(-1, len(followed.tokens) - 1, dtype=np.int32),

@@ -16,13 +16,16 @@ agreement starts again from one token, so drafts stay short for several steps.
   counted through them; while the output is away, drafts from the nearest place ahead
   where its last tokens occur (a copy about to resume);
 - `relation`: whether a match continues a copy the output has taken >= strong_run tokens
-  from (through edits and resumptions), lies
-  elsewhere, or no such copy is followed. Prompt lookup keeps acceptance apart for each.
+  from (through edits and resumptions), lies elsewhere, continues a younger copy that
+  began where a code block of the prompt begins, or none of these. Prompt lookup keeps
+  acceptance apart for each.
 
 An edit the output contradicts is dropped. An edit the caller names (`named_edit`: one
 the prompt's instruction asks for) is trusted from its first sight. A copy that begins
 where a code block of the prompt begins (`openings`: the output opened a block as the
-prompt's does, and goes on from there) is a real one from its start.
+prompt's does, and goes on from there) is an OPENING until it breaks or grows strong: an
+answer that rewrites the prompt's code often copies it from its first line, or changes
+that line at once (a typed signature), and neither is a chance repeat.
 """
 
 from __future__ import annotations
@@ -61,7 +64,7 @@ class FollowerTuning:
                 raise ValueError(f"lookup {f.name} must be >= {low}, got {getattr(self, f.name)}")
 
 
-FRESH, IN_LINE, AWAY = 0, 1, 2  # see `CopyFollower.relation`
+FRESH, IN_LINE, AWAY, OPENING = 0, 1, 2, 3  # see `CopyFollower.relation`
 
 
 @dataclass(frozen=True)
@@ -70,7 +73,7 @@ class Followed:
 
     tokens: list[int]
     agreement: int
-    in_line: bool  # continues a strong copy (see `CopyFollower.relation`)
+    relation: int  # IN_LINE (a strong copy), OPENING or FRESH (see `CopyFollower.relation`)
     # The stream index each token copies; a learnt edit's first token: the index of the
     # source span it replaces; its other tokens (and the rest of an edit begun): -1.
     positions: list[int]
@@ -82,6 +85,7 @@ class _Anchor:
     out: int  # stream index of an output token
     agreement: int  # tokens agreeing up to and including these
     copied: int  # tokens the output copied from it so far, through edits and resumptions
+    opened: bool = False  # it began where a code block of the prompt begins
 
 
 @dataclass
@@ -170,7 +174,7 @@ class CopyFollower:
         if j < n:  # the output left the source at j
             self._broke, self._anchor, self._pending = _Break(i, j, run, j, copied), None, []
         else:
-            self._anchor, self._pending = _Anchor(i - 1, n - 1, run, copied), pending
+            self._anchor, self._pending = _Anchor(i - 1, n - 1, run, copied, a.opened), pending
 
     def _resync(self, stream: Sequence[int]) -> None:
         """After a break: find where the copy resumes and re-anchor there. A resumption
@@ -254,8 +258,7 @@ class CopyFollower:
             return
         if self._anchor is None or agreement > self._anchor.agreement:
             self._broke = None
-            copied = max(agreement, self.tuning.strong_run) if source_end in self.openings else agreement
-            self._anchor = _Anchor(source_end, len(stream) - 1, agreement, copied)
+            self._anchor = _Anchor(source_end, len(stream) - 1, agreement, agreement, source_end in self.openings)
             self._pending = []
 
     def _in_edit(self, length: int, b: "_Break") -> bool:
@@ -270,9 +273,10 @@ class CopyFollower:
 
     def relation(self, source_end: int) -> int:
         """How a match ending at `source_end` stands to the followed copy (as of the last
-        `follow`): FRESH when no copy is followed, IN_LINE when it continues that copy (it
-        is the anchored source, or lies where the broken copy may resume), AWAY when it is
-        somewhere else. While the copy may yet resume through an edit, it resumes within an
+        `follow`): IN_LINE when it continues a strong copy (it is the anchored source, or
+        lies where the broken copy may resume), AWAY when it is somewhere else; OPENING
+        when it continues a copy not yet strong that began at one of `openings`; FRESH
+        otherwise. While the copy may yet resume through an edit, it resumes within an
         edit's span of the break (plus the tokens since): a match farther ahead then
         repeats the text the copy broke from (a second, similar line), not the copy."""
         a, b = self._anchor, self._broke
@@ -282,6 +286,8 @@ class CopyFollower:
             since = self._length - b.out
             reach = self.max_span + since if self._in_edit(self._length, b) else self.tuning.max_skip
             return IN_LINE if b.source - 1 <= source_end < b.source + reach else AWAY
+        if a is not None and a.opened and source_end == a.source:
+            return OPENING
         return FRESH
 
     # ---- drafting -------------------------------------------------------------------------
@@ -295,19 +301,19 @@ class CopyFollower:
         a = self._anchor
         if a is not None and a.out == len(stream) - 1:
             pending = list(self._pending[:limit])
-            return self._continue(stream, a.source + 1, pending, [-1] * len(pending), a.agreement,
-                                  self._strong(a.copied), limit)
+            relation = IN_LINE if self._strong(a.copied) else OPENING if a.opened else FRESH
+            return self._continue(stream, a.source + 1, pending, [-1] * len(pending), a.agreement, relation, limit)
         b = self._broke
         if b is None or not self._strong(b.copied):
             return None
         for m in range(self.resync - 1, 0, -1):
             i = _ahead(stream, b.source, len(stream), m, self.tuning.max_skip)
             if i is not None:
-                return self._continue(stream, i + m, [], [], m, True, limit)
+                return self._continue(stream, i + m, [], [], m, IN_LINE, limit)
         return None
 
     def _continue(self, stream: Sequence[int], i: int, out: list[int], positions: list[int], agreement: int,
-                  in_line: bool, limit: int) -> Followed | None:
+                  relation: int, limit: int) -> Followed | None:
         while len(out) < limit and i < len(stream):
             hit = self._rewrite_at(stream, i)
             if hit is not None and self.seen.get(hit[0], 0) >= self.tuning.min_seen:
@@ -318,4 +324,4 @@ class CopyFollower:
                 out.append(int(stream[i]))
                 positions.append(i)
                 i += 1
-        return Followed(out[:limit], agreement, in_line, positions[:limit]) if out else None
+        return Followed(out[:limit], agreement, relation, positions[:limit]) if out else None
