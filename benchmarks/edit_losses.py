@@ -30,27 +30,7 @@ from pyaccel.bench.oracle import accept_lengths, oracle_cost
 from pyaccel.bench.suites import load_suite
 
 sys.path.insert(0, str(Path(__file__).parent))
-from curve_runs import batch_cost, patched_greedy  # noqa: E402
-
-
-def traced(model: Model, gen: Generator, prompt: list[int], max_tokens: int) -> tuple[list[int], list[dict[str, int]]]:
-    """One greedy generation on `gen`: its output and, per step, root index, drafted and accepted."""
-    steps: list[dict[str, int]] = []
-    method = gen.method
-    propose, observe = method.propose, method.observe
-
-    def logged_propose(tokens: list[int], budget: int):  # type: ignore[no-untyped-def]
-        draft = propose(tokens, budget)
-        steps.append({"depth": len(tokens), "root": len(tokens) - len(prompt) - 1, "drafted": len(draft),
-                      "accepted": 0})
-        return draft
-
-    def logged_observe(outcome):  # type: ignore[no-untyped-def]
-        steps[-1]["accepted"] = len(outcome.accepted)
-        observe(outcome)
-
-    res = patched_greedy(gen, prompt, max_tokens, propose=logged_propose, observe=logged_observe)
-    return list(res.tokens), steps
+from curve_runs import batch_cost, logged_passes  # noqa: E402
 
 
 def losses(model: Model, steps: list[dict[str, int]], a: np.ndarray) -> dict[str, Any]:
@@ -97,7 +77,7 @@ def main() -> int:
             row: dict[str, Any] = {"suite": suite, "id": bp.id, "tokens": len(a),
                                    "oracle_units": oracle_cost(a, rows) if len(a) else 0.0}
             for m, gen in gens.items():
-                _, steps = traced(model, gen, prompt, args.max_tokens)
+                _, steps = logged_passes(gen, prompt, args.max_tokens)
                 row[m] = losses(model, steps, a)
             for m in methods:
                 r = row[m]

@@ -36,20 +36,13 @@ from pyaccel import Generator, Model
 from pyaccel.bench.suites import load_suite
 
 sys.path.insert(0, str(Path(__file__).parent))
-from curve_runs import FLOOR_SUITES, batch_cost, patched_greedy  # noqa: E402
+from curve_runs import FLOOR_SUITES, batch_cost, logged_passes  # noqa: E402
 
 
 def logged_generation(model: Model, gen: Generator, prompt: list[int], max_tokens: int) -> dict[str, Any]:
-    """One greedy generation on `gen`, with the batch and depth of every step it took."""
-    batches: list[tuple[int, int]] = []
-    propose = gen.method.propose
-
-    def logged(tokens: list[int], budget: int):  # type: ignore[no-untyped-def]
-        draft = propose(tokens, budget)
-        batches.append((len(tokens), 1 + len(draft)))
-        return draft
-
-    res = patched_greedy(gen, prompt, max_tokens, propose=logged)
+    """One greedy generation on `gen`, with the batch and depth of every pass it took."""
+    res, passes = logged_passes(gen, prompt, max_tokens)
+    batches = [(p["depth"], 1 + p["drafted"]) for p in passes]
     units = sum(batch_cost(model, depth, batch) for depth, batch in batches)
     s = res.stats
     own_s = max(0.0, s.decode_s - s.target_s)
