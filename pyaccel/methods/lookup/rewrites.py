@@ -301,8 +301,8 @@ class CopyFollower:
         a = self._anchor
         if a is not None and a.out == len(stream) - 1:
             pending = list(self._pending[:limit])
-            relation = IN_LINE if self._strong(a.copied) else OPENING if a.opened else FRESH
-            return self._continue(stream, a.source + 1, pending, [-1] * len(pending), a.agreement, relation, limit)
+            return self._continue(stream, a.source + 1, pending, [-1] * len(pending), a.agreement,
+                                  self.relation(a.source), limit)
         b = self._broke
         if b is None or not self._strong(b.copied):
             return None
