@@ -138,10 +138,11 @@ def _source(rng: random.Random, n: int) -> list[int]:
     return out
 
 
-def _lookup(**tuning: object) -> PromptLookup:
+def _lookup(vocab: dict[int, bytes] = VOCAB, **tuning: object) -> PromptLookup:
+    """Prompt lookup bound to a stand-in target: `vocab`'s pieces and a compute-bound curve."""
     curve = CostModel.fixed([1.0 + 0.45 * b for b in range(64)])  # compute-bound: a wrong token costs
     method = PromptLookup(tuning=LookupTuning(**tuning))  # type: ignore[arg-type]
-    backend = SimpleNamespace(n_seq_max=4, token_bytes=VOCAB.__getitem__)
+    backend = SimpleNamespace(n_seq_max=4, token_bytes=vocab.__getitem__)
     method.bind(SimpleNamespace(backend=backend, costs=curve))  # type: ignore[arg-type]
     return method
 

@@ -31,14 +31,14 @@ from typing import Sequence
 import numpy as np
 
 _QUOTED = re.compile(rb"`([^`\n]{1,80})`|\"([^\"\n]{1,80})\"")
-_FENCE = re.compile(rb"^[ \t]*```.*?(^[ \t]*```|\Z)", re.S | re.M)  # a block from a line opening with ```
+FENCE = re.compile(rb"^[ \t]*```.*?(^[ \t]*```|\Z)", re.S | re.M)  # a block from a line opening with ```
 _NAME = re.compile(rb"[A-Za-z_]\w*(?:\.\w+)*")  # an identifier, dotted names whole
 
 
 def _quoted_spans(text: bytes) -> list[tuple[int, int]]:
     """(start, end) byte spans of the quoted texts (inside the quotes) outside fenced code
     blocks (the instruction, not the strings of the code it is about)."""
-    fences = [m.span() for m in _FENCE.finditer(text)]
+    fences = [m.span() for m in FENCE.finditer(text)]
     spans = []
     for m in _QUOTED.finditer(text):
         if _inside(m.start(), fences):
@@ -163,7 +163,7 @@ def block_openings(pieces: Sequence[bytes]) -> frozenset[int]:
     text = b"".join(pieces)
     ends = np.cumsum([len(p) for p in pieces])
     out = set()
-    for m in _FENCE.finditer(text):
+    for m in FENCE.finditer(text):
         eol = text.find(b"\n", m.start())
         if eol >= 0:
             out.add(int(np.searchsorted(ends, eol, side="right")))
@@ -171,9 +171,17 @@ def block_openings(pieces: Sequence[bytes]) -> frozenset[int]:
 
 
 def hazard_factors(starts: np.ndarray, parents: np.ndarray, h: np.ndarray) -> np.ndarray:
-    """Per node: the product of h[j] over the nodes j on its path (itself included) that
-    enter a named occurrence (`hazard_starts`), the factor its path probability takes."""
-    out = np.ones(len(parents), dtype=np.float64)
-    for i, p in enumerate(parents):
-        out[i] = (out[p] if p >= 0 else 1.0) * (h[i] if starts[i] else 1.0)
+    """Per node: the product of h[j] over the marked nodes j (`starts`: those entering a
+    named occurrence, `hazard_starts`, or copying a prose boundary) on its path, itself
+    included: the factor its path probability takes. Parents come before their children;
+    a run of nodes each the child of the one before is taken at once."""
+    f = np.where(np.asarray(starts, dtype=bool), np.asarray(h, dtype=np.float64), 1.0)
+    parents = np.asarray(parents, dtype=np.int64)
+    n = len(f)
+    out = np.empty(n, dtype=np.float64)
+    heads = np.flatnonzero(parents != np.arange(-1, n - 1)).tolist()
+    bounds = ([0] if not heads or heads[0] != 0 else []) + heads + [n]
+    for s, e in zip(bounds[:-1], bounds[1:]):
+        p = int(parents[s])
+        out[s:e] = (out[p] if p >= 0 else 1.0) * np.cumprod(f[s:e])
     return out

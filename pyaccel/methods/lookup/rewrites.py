@@ -65,6 +65,7 @@ class FollowerTuning:
 
 
 FRESH, IN_LINE, AWAY, OPENING = 0, 1, 2, 3  # see `CopyFollower.relation`
+N_RELATIONS = 4
 
 
 @dataclass(frozen=True)
