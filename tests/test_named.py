@@ -100,6 +100,23 @@ def test_hazard_starts_and_factors_on_a_tree() -> None:
     assert np.allclose(hazard_factors(starts, parents, h), [1.0, 0.5, 0.5, 0.5, 0.2])
 
 
+def test_hazard_factors_on_random_trees_are_the_products_along_each_path() -> None:
+    rng = np.random.default_rng(0)
+    for _ in range(300):
+        n = int(rng.integers(1, 40))
+        parents = np.array([-1] + [int(rng.integers(-1, i)) if rng.random() < 0.3 else i - 1 for i in range(1, n)])
+        starts, h = rng.random(n) < 0.3, rng.random(n)
+        want = []
+        for i in range(n):  # walk up from each node
+            f, j = 1.0, i
+            while j >= 0:
+                f *= h[j] if starts[j] else 1.0
+                j = int(parents[j])
+            want.append(f)
+        assert np.allclose(hazard_factors(starts, parents, h), want)
+        assert np.allclose(hazard_factors(starts, parents, 0.5), hazard_factors(starts, parents, np.full(n, 0.5)))
+
+
 def test_a_named_edit_is_trusted_from_its_first_sight() -> None:
     old, new = 9, (90, 91)
     src = [1, 2, 3, 4, 5, 6, old, 10, 11, 12, 13, old, 14, 15, 16, 17, old, 18, 19]

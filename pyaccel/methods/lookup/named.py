@@ -170,8 +170,8 @@ def block_openings(pieces: Sequence[bytes]) -> frozenset[int]:
     return frozenset(out)
 
 
-def hazard_factors(starts: np.ndarray, parents: np.ndarray, h: np.ndarray) -> np.ndarray:
-    """Per node: the product of h[j] over the marked nodes j (`starts`: those entering a
+def hazard_factors(starts: np.ndarray, parents: np.ndarray, h: np.ndarray | float) -> np.ndarray:
+    """Per node: the product of h[j] (or h, one for all) over the marked nodes j (`starts`: those entering a
     named occurrence, `hazard_starts`, or copying a prose boundary) on its path, itself
     included: the factor its path probability takes. Parents come before their children;
     a run of nodes each the child of the one before is taken at once."""

@@ -115,11 +115,15 @@ class LookupTuning:
     block_openings: bool = True
     prior_opening: tuple[float, ...] = prior_fresh
     # A node copying a prose boundary (`pyaccel.methods.lookup.boundaries`: punctuation
-    # outside code blocks, or the token after it) is accepted there with a learnt
-    # probability of its own, one per relation, from boundary_prior and kept from call to
-    # call; shadows score such positions into it instead of their agreement bucket. An
-    # answer copying prose goes its own way at a clause's end far more often than inside
-    # it (0.53 against 0.88 on Spec-Bench), inside code no more often (0.98-1.00).
+    # outside code blocks, or the token after it) takes a learnt probability of going on
+    # there, one per relation, from boundary_prior and kept from call to call, as a factor
+    # on its agreement hazard (whose buckets keep counting every position, boundaries
+    # included, so a boundary is priced below its own rate: on the side of drafting less).
+    # An answer copying prose goes its own way at a clause's end far more often than
+    # inside it (0.53 against 0.88 on Spec-Bench), inside code no more often (0.98-1.00).
+    # Scored into their own statistics instead of the buckets, the boundaries left word
+    # estimates high where a restated question changes one term (math-112 0.934x against
+    # 0.971x, modelled on the AMD host; docs/benchmarks.md).
     boundary_hazard: bool = True
     boundary_prior: float = 0.5
     follower: FollowerTuning = field(default_factory=FollowerTuning)
@@ -202,7 +206,7 @@ class _Hazard:
 
 class _BucketObserver:
     """Routes a shadow's position outcomes to the bucket of that position's agreement (at a
-    prose boundary: to the boundary hazard of the draft's relation instead), and the
+    prose boundary: to the boundary hazard of the draft's relation too), and the
     outcome of each named occurrence it drafts through whole to the named hazard: a
     failure at any of its positions, or its last position accepted (an occurrence of
     `enterabs` renamed `enter_absolute` shares its first token with the new name)."""
@@ -213,10 +217,9 @@ class _BucketObserver:
 
     def observe_position(self, position: int, accepted: bool) -> None:
         if position < len(self.buckets):
+            self.stats.observe_position(self.buckets[position], accepted)
             if position in self.boundaries:
                 self.stats.observe_boundary(self.buckets[0] // N_BUCKETS, accepted)
-            else:
-                self.stats.observe_position(self.buckets[position], accepted)
             for first, (last, edited) in self.named.items():
                 if first <= position <= last and (not accepted or position == last):
                     self.stats.observe_named(edited, accepted)
@@ -381,8 +384,7 @@ class PromptLookup(Proposer):
         at = self._boundaries.at(positions)
         if not at.any():
             return cand
-        h = np.full(len(at), self._stats.boundary(cand.buckets[0] // N_BUCKETS))
-        probs = cand.path_probs * hazard_factors(at, cand.parents, h)
+        probs = cand.path_probs * hazard_factors(at, cand.parents, self._stats.boundary(cand.buckets[0] // N_BUCKETS))
         on_chain = frozenset(np.flatnonzero(at[:len(cand.chain)]).tolist())
         return replace(cand, path_probs=probs, boundaries=on_chain)
 
