@@ -55,7 +55,8 @@ def logged_generation(model: Model, gen: Generator, prompt: list[int], max_token
 
 def summary(rows: list[dict[str, Any]], methods: list[str]) -> None:
     """Per method: the modelled speedup per suite (median over its prompts), the lowest, the
-    suites at 0.97x or more, and the geometric mean over prompts."""
+    suites at 0.97x or more, and the geometric mean over prompts; then its own time, the
+    geometric mean of its passes alone, its lowest prompts and its drafted and kept tokens."""
     suites = list(dict.fromkeys(r["suite"] for r in rows))
     print("| method | " + " | ".join(s.removeprefix("specbench:") for s in suites) + " | min | at 0.97x+ | geometric mean |")
     print("|---|" + "---|" * (len(suites) + 3))
@@ -65,6 +66,19 @@ def summary(rows: list[dict[str, Any]], methods: list[str]) -> None:
         ok = sum(v >= 0.97 for v in per.values())
         print(f"| {m} | " + " | ".join(f"{per[s]:.3f}" for s in suites)
               + f" | {min(per.values()):.3f} | {ok} of {len(suites)} | {np.exp(np.log(allsp).mean()):.3f} |")
+    print()
+    print("| method | own time (% of pass time) | geometric mean, passes only | lowest prompts | prompts under 0.93x "
+          "| drafted / kept |")
+    print("|---|---|---|---|---|---|")
+    for m in methods:
+        runs = [r["runs"][m] for r in rows]
+        own = 100 * sum(x["own_units"] for x in runs) / sum(x["units"] for x in runs)
+        passes = np.exp(np.log([x["modelled_passes_only"] for x in runs]).mean())
+        low = sorted(rows, key=lambda r: r["runs"][m]["modelled"])[:3]
+        lows = ", ".join(f"{r['id']} {r['runs'][m]['modelled']:.3f}" for r in low)
+        under = sum(x["modelled"] < 0.93 for x in runs)
+        print(f"| {m} | {own:.2f} | {passes:.3f} | {lows} | {under} of {len(runs)} "
+              f"| {sum(x['drafted'] for x in runs)} / {sum(x['accepted'] for x in runs)} |")
 
 
 def main() -> int:

@@ -5,9 +5,10 @@ quoting a title, a RAG answer quoting a passage) copies a clause and then goes i
 most often at the punctuation that ends the clause in the source or at the word after it:
 "were told the child would be left stateless, new evidence shows" becomes "... stateless."
 On the Spec-Bench prompts a copy's next token was accepted 0.88 of the time between two
-words and 0.53 at a punctuation token, against 0.98-1.00 for either inside code on the
-edit suites (lookup's shadows, agreement >= 4). So prompt lookup gives each node that
-copies a *prose boundary* an acceptance of its own, learnt from the shadows
+words, 0.49 at a punctuation token after a word and 0.70 at the word after it (lookup's
+shadows where at least 4 tokens agree: `benchmarks/boundary_stats.py`); inside code,
+punctuation is copied like the rest. So prompt lookup gives each node that copies a
+*prose boundary* an acceptance of its own, learnt from the shadows
 (`LookupTuning.boundary_hazard`).
 
 A prose boundary is a stream position outside fenced code blocks whose token is

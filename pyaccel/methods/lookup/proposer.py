@@ -120,7 +120,8 @@ class LookupTuning:
     # on its agreement hazard (whose buckets keep counting every position, boundaries
     # included, so a boundary is priced below its own rate: on the side of drafting less).
     # An answer copying prose goes its own way at a clause's end far more often than
-    # inside it (0.53 against 0.88 on Spec-Bench), inside code no more often (0.98-1.00).
+    # inside it (0.49 against 0.88 on Spec-Bench, benchmarks/boundary_stats.py), inside
+    # code no more often.
     # Scored into their own statistics instead of the buckets, the boundaries left word
     # estimates high where a restated question changes one term (math-112 0.934x against
     # 0.971x, modelled on the AMD host; docs/benchmarks.md).
