@@ -114,6 +114,9 @@ class LlamaBackend:
         # Tests inject faults here: applied to every logits view before anyone reads it.
         self.logits_hook: Callable[[npt.NDArray[np.float32]], npt.NDArray[np.float32]] | None = None
         self._formatter: Jinja2ChatFormatter | None = None  # compiled once: ~50 ms a compile
+        # Rendered pieces already asked for, plain and special (a dict read costs a fraction
+        # of the llama.cpp call, which the proposers and the streaming make every step).
+        self._pieces: tuple[dict[int, bytes], dict[int, bytes]] = ({}, {})
         check_gguf_file(self.path)
         _set_llama_log(config.verbose)
         llama_cpp.llama_backend_init()
@@ -329,6 +332,13 @@ class LlamaBackend:
 
     def token_bytes(self, token: int, special: bool = False) -> bytes:
         self._require_open()
+        cache = self._pieces[special]
+        piece = cache.get(token)
+        if piece is None:
+            piece = cache[token] = self._render(token, special)
+        return piece
+
+    def _render(self, token: int, special: bool) -> bytes:
         buf = ctypes.create_string_buffer(64)
         n = llama_cpp.llama_token_to_piece(self._vocab, token, buf, 64, 0, special)
         if n < 0:

@@ -151,6 +151,44 @@ def drafted_by(auto: pyaccel.Auto) -> dict[str, int]:
     return {k[len("drafted_"):]: int(v) for k, v in auto.counters.items() if k.startswith("drafted_")}
 
 
+class Bounded(Scripted):
+    """A scripted proposer that bounds its estimates (`best_estimate`), as the pool does."""
+
+    def __init__(self, name: str, candidates: list[Candidate], best: float) -> None:
+        super().__init__(name, candidates)
+        self.best, self.asked = best, 0
+
+    def best_estimate(self) -> float:
+        return self.best
+
+    def candidates(self, tokens: list[int], budget: int) -> list[Candidate]:
+        self.asked += 1
+        return super().candidates(tokens, budget)
+
+
+@pytest.mark.parametrize("curve, best, asked", [(CPU, 0.3, [16, 32]), (FLAT, 0.3, list(range(1, 41))),
+                                                (CPU, 0.95, list(range(1, 41)))])
+def test_a_proposer_that_cannot_pay_is_asked_only_as_a_probe(curve: list[float], best: float,
+                                                             asked: list[int]) -> None:
+    """Where its best estimate cannot pay on the curve (CPU), a bounded proposer offers
+    candidates, and learns from the outcome, once every probe_every steps; where it can (a
+    flat curve, or a high estimate), every step."""
+    pool = Bounded("pool", [chain([20, 21], best, "pool")], best)
+    auto = scripted_auto(curve, pool)
+    seen = []
+    for step in range(1, 41):
+        before = pool.asked
+        draft = auto.propose([1, 2, 3], budget=32)
+        auto.observe(StepOutcome(draft, [], 99, 3, np.zeros((1 + len(draft), 4), np.float32)))
+        if pool.asked > before:
+            seen.append(step)
+    assert seen == asked
+    assert len(pool.observed) == len(asked)  # observe only on the steps it was asked
+    assert auto.counters.get("skipped_pool", 0) == 40 - len(asked)
+    with pytest.raises(ValueError, match="probe_every"):
+        pyaccel.Auto(tuning=AutoTuning(probe_every=0))
+
+
 def test_it_picks_the_better_proposer() -> None:
     copy = Scripted("copy", [chain([10, 11, 12, 13, 14, 15], 0.95, "copy")])
     guess = Scripted("guess", [chain([20, 21, 22], 0.3, "guess")])

@@ -42,6 +42,10 @@ def test_boundaries_grown_a_few_tokens_at_a_time_are_those_of_the_whole_text() -
             pb.extend(TEXT[done:done + n])
             done += n
         assert pb.at(np.arange(len(TEXT))).tolist() == WANT
+    one_by_one = ProseBoundaries()  # as decode steps append them (the one-piece path)
+    for piece in TEXT:
+        one_by_one.extend([piece])
+    assert one_by_one.at(np.arange(len(TEXT))).tolist() == WANT
     open_block = ProseBoundaries()
     open_block.extend(TEXT[:9] + [b"x", b",", b" y"])  # still inside the block: code
     assert not open_block.at(np.arange(9, 12)).any()

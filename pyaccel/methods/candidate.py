@@ -67,7 +67,12 @@ class CandidateProposer(Protocol):
     """What `auto` calls on a proposer it combines: the `Proposer` lifecycle with
     `candidates` in place of `propose` (PromptLookup, NgramCacheDrafter and Lookahead are
     ones; `Auto(extra=[...])` takes more). `observe` gets each step's outcome with the
-    committed tokens as a chain (`StepOutcome.accepted_tokens` + `next_token`)."""
+    committed tokens as a chain (`StepOutcome.accepted_tokens` + `next_token`), on the steps
+    it was asked for candidates.
+
+    Optional: `best_estimate() -> float`, the highest P(accepted) any node of its can carry
+    at present (Lookahead has one). Where even that cannot pay, auto asks it only once every
+    `AutoTuning.probe_every` steps."""
 
     name: str
 

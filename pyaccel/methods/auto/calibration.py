@@ -199,7 +199,8 @@ class Calibration:
 
     def settle(self, history: list[int]) -> None:
         """Score the watched chains against the committed tokens `history` (the stream)."""
-        self._shadows.settle(history)
+        if len(self._shadows):
+            self._shadows.settle(history)
 
     def end(self) -> None:
         """The generation ended: chains still waiting for tokens are dropped."""

@@ -7,6 +7,8 @@ Per step:
     lookahead pool    ─┘   (one prefix tree,     (calibrated estimates, ├─ Draft
                             max of estimates)     best expected tokens  │
                                                   per measured cost)    │
+    The pool offers candidates only where a node of its could pay (its best estimate
+    against `policy.pay_threshold`), else as a probe every `AutoTuning.probe_every` steps.
     Medusa heads: on the same terms as method "medusa" (only where a tree of theirs
     alone pays for their time, or as a rare probe), merged in with the free candidates.
     draft model: only if loaded (`draft_may_pay`) and its own plan expects more than
@@ -118,6 +120,8 @@ class Auto(Proposer):
         self._counts: dict[str, float] = {}
         self._greedy = True
         self._held_thresholds: tuple["_core.CostCurve", dict[float, float]] | None = None
+        self._asked: list[CandidateProposer] = []  # the proposers that offered candidates this step
+        self._skipped: dict[int, int] = {}  # per gated proposer (index in subs): steps since it offered
 
     # ---- set-up ---------------------------------------------------------------------------
 
@@ -173,6 +177,7 @@ class Auto(Proposer):
         for sub in self._all():
             sub.begin(prompt, sampling)
         self._step = None
+        self._skipped.clear()
 
     def _all(self) -> list[CandidateProposer | DraftModel]:
         return [*self.subs, *([self.drafter] if self.drafter is not None else [])]
@@ -182,7 +187,8 @@ class Auto(Proposer):
         self._count("steps")
         depth = len(tokens)
         self.calibration.settle(tokens)
-        cands = [c for sub in self.subs for c in sub.candidates(tokens, budget)]
+        self._asked = self._offering(depth)
+        cands = [c for sub in self._asked for c in sub.candidates(tokens, budget)]
         tree: MergedTree | None = None
         plan: "_core.TreePlan | None" = None
         if self._may_pay(cands, depth, budget):
@@ -212,6 +218,29 @@ class Auto(Proposer):
         if len(set(owners)) > 1:
             self._count("mixed_steps")
         return Draft(tree.tokens[nodes], np.asarray(plan.parents, dtype=np.int32))
+
+    def _offering(self, depth: int) -> list[CandidateProposer]:
+        """The proposers asked for candidates this step. One that bounds its estimates
+        (`best_estimate`: the lookahead pool) is asked where a node of its could reach the
+        estimate anything must reach to pay (`policy.pay_threshold`), and otherwise once
+        every `probe_every` steps, so that it keeps learning."""
+        assert self._costs is not None
+        threshold: float | None = None
+        out = []
+        for k, sub in enumerate(self.subs):
+            best = getattr(sub, "best_estimate", None)
+            if best is not None:
+                if threshold is None:
+                    threshold = self._threshold(self._costs.curve(depth), self.tuning.plan_margin)
+                skipped = self._skipped.get(k, 0)
+                if min(1.0, best() * self.calibration.tuning.max_ratio) < threshold \
+                        and skipped + 1 < self.tuning.probe_every:
+                    self._skipped[k] = skipped + 1
+                    self._count(f"skipped_{sub.name}")
+                    continue
+                self._skipped[k] = 0
+            out.append(sub)
+        return out
 
     def _may_pay(self, cands: list[Candidate], depth: int, budget: int) -> bool:
         """Could a tree of these candidates pay at all (`policy.may_pay` on their calibrated
@@ -259,9 +288,11 @@ class Auto(Proposer):
             self.calibration.fade()
             if step.draft_chain is not None and self.drafter is not None:  # its own draft, verified alone
                 self._count_nodes("accepted", [self.drafter.name] * len(outcome.accepted))
-        as_chain = _as_chain(outcome, committed)
-        for sub in self.subs:
-            sub.observe(as_chain)
+        learners = [sub for sub in self._asked if _learns(sub)]
+        if learners:
+            as_chain = _as_chain(outcome, committed)
+            for sub in learners:
+                sub.observe(as_chain)
         if self.drafter is not None and step.draft_chain is not None:
             self.drafter.observe(outcome if step.tree is None else _chain_outcome(outcome, step.draft_chain, committed))
 
@@ -293,8 +324,15 @@ class Auto(Proposer):
         drafted_<proposer> / accepted_<proposer>: verified and accepted tokens by the proposer
         whose estimate each carried; accepted_shared: accepted tokens more than one proposer
         offered; calibration_<proposer>: accepted over predicted verified nodes (fading);
-        draft_model_loaded, draft_model_runs."""
+        draft_model_loaded, draft_model_runs; skipped_<proposer>: steps a proposer bounding
+        its estimates was not asked (`_offering`)."""
         return {**self._counts, **self.calibration.summary(), "draft_model_loaded": float(self.drafter is not None)}
+
+
+def _learns(sub: CandidateProposer) -> bool:
+    """Does `sub` learn anything from a step's outcome (prompt lookup learns from its
+    shadows instead: its `observe` is the base class's, which does nothing)?"""
+    return getattr(type(sub), "observe", None) is not Proposer.observe
 
 
 def _as_chain(outcome: StepOutcome, committed: list[int]) -> StepOutcome:

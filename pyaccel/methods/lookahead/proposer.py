@@ -171,6 +171,12 @@ class Lookahead(Proposer):
         self._root = int(tokens[-1])
         return self._root
 
+    def best_estimate(self) -> float:
+        """The highest P(accepted) a node of `candidates` can carry in this generation so far:
+        the first position's hazard (a deeper node's is its parent's times a share of the
+        next position's)."""
+        return float(self._hazard.alpha()[0])
+
     def candidates(self, tokens: list[int], budget: int) -> list[Candidate]:
         """The verified branch alone (the pool's continuations of the root, merged), each node
         with P(accepted) from the learnt hazard: the public candidates API

@@ -25,13 +25,13 @@ import numpy as np
 
 from .named import FENCE
 
-_PUNCT = frozenset(b"!\"'(),.:;?[]{}`")
+_PUNCT = b"!\"'(),.:;?[]{}`"
 
 
 def is_punct(piece: bytes) -> bool:
     """Is this token's text, spaces aside, only punctuation marks (and no line break)?"""
     core = piece.strip(b" \t")
-    return bool(core) and b"\n" not in core and all(c in _PUNCT for c in core)
+    return bool(core) and not core.translate(None, _PUNCT)
 
 
 class ProseBoundaries:
@@ -55,6 +55,9 @@ class ProseBoundaries:
         """Append the next tokens' pieces. Fenced blocks are found again only when a piece
         holds a backtick (a fence may have opened or closed); otherwise the new tokens are
         code exactly when the text ends inside a block."""
+        if len(pieces) == 1 and b"`" not in pieces[0]:
+            self._append(pieces[0])
+            return
         if not pieces:
             return
         first = self._n
@@ -70,6 +73,17 @@ class ProseBoundaries:
         else:
             self._code[first:self._n] = self._open
         self._mark(first)
+
+    def _append(self, piece: bytes) -> None:
+        """`extend` by one piece with no backtick (a decode step's token), in scalars."""
+        n = self._n
+        self._starts.append(len(self._text))
+        self._text += piece
+        self._grow(n + 2)
+        punct, code = is_punct(piece), self._open
+        self._punct[n], self._code[n] = punct, code
+        self._flag[n] = not code and (punct or bool(self._punct[n - 1] and not self._code[n - 1]))
+        self._n = n + 1
 
     def _grow(self, n: int) -> None:
         if n > len(self._flag):
