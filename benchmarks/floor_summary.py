@@ -9,6 +9,8 @@ vain.
     python benchmarks/floor_summary.py bench-results/floor20.json --void specbench:writing:1
 
 --void SUITE:ROUND leaves out one round of one suite (e.g. one disturbed by another process).
+Last, the noise floor: how many suites and prompts a method of a given speed would show
+under the floor criterion's 0.97x / 0.93x from the control's run-to-run spread alone.
 """
 
 from __future__ import annotations
@@ -49,6 +51,21 @@ def geometric_mean(speedups: np.ndarray, seed: int = 0) -> tuple[float, float, f
     return float(np.exp(logs.mean())), float(low), float(high)
 
 
+def noise_floor(runs: list[dict[str, float]], ratio: float, prompts: int, rounds: int,
+                draws: int = 20000, seed: int = 0) -> tuple[float, float]:
+    """For a method `ratio` times plain decoding's speed, measured with the run-to-run spread
+    of `runs` (the control's speedups, centred on their median) in suites of `prompts`
+    prompts of `rounds` runs each: P(a suite median under 0.97x), P(a prompt median under
+    0.93x)."""
+    logs = np.log([r["speedup"] for r in runs])
+    logs = logs - np.median(logs)
+    rng = np.random.default_rng(seed)
+    sample = rng.choice(logs, (draws, prompts, rounds)) + np.log(ratio)
+    prompt_medians = np.exp(np.median(sample, axis=2))
+    suite_medians = np.median(prompt_medians, axis=1)
+    return float((suite_medians < 0.97).mean()), float((prompt_medians < 0.93).mean())
+
+
 def own_ms_per_step(runs: list[dict[str, float]], field: str) -> float:
     return float(np.median([1e3 * r[field] / (r["decoded"] / r["tau"]) for r in runs]))
 
@@ -57,8 +74,10 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("json", type=Path)
     ap.add_argument("--void", action="append", default=[], help="SUITE:ROUND (0-based) to leave out")
+    ap.add_argument("--control", default="plain:", help="the plain-vs-plain control's label")
     args = ap.parse_args()
     void = {(v.rsplit(":", 1)[0], int(v.rsplit(":", 1)[1])) for v in args.void}
+    data = json.loads(args.json.read_text(encoding="utf-8"))
     print("| method | runs | geometric mean | 95% interval | drafting ms/step | feedback ms/step | own share % "
           "| target time / plain's, runs at tau 1.00 (95% interval) |")
     print("|---|---|---|---|---|---|---|---|")
@@ -73,6 +92,18 @@ def main() -> int:
         print(f"| {method} | {len(runs)} | {mean:.3f}x | {low:.3f}-{high:.3f} | "
               f"{own_ms_per_step(runs, 'draft_s'):.2f} | {own_ms_per_step(runs, 'overhead_s'):.2f} | {share:.2f} "
               f"| {idle_text} |")
+    control = runs_of(args.json, void).get(args.control)
+    if control:
+        suites = {p["suite"] for p in data["prompts"]}
+        prompts, rounds = len(data["prompts"]) // len(suites), int(data["setup"]["rounds"])
+        print(f"\nThe noise floor: with the run-to-run spread of {args.control}'s runs, a method this many times "
+              f"plain decoding's speed has, in expectation, this many of {len(suites)} suites ({prompts} prompts, "
+              f"{rounds} rounds each) under 0.97x and of {len(data['prompts'])} prompts under 0.93x:\n")
+        print("| speed | suites under 0.97x | prompts under 0.93x |")
+        print("|---|---|---|")
+        for ratio in (1.0, 0.995, 0.99, 0.985, 0.98):
+            p_suite, p_prompt = noise_floor(control, ratio, prompts, rounds)
+            print(f"| {ratio:.3f}x | {len(suites) * p_suite:.1f} | {len(data['prompts']) * p_prompt:.1f} |")
     return 0
 
 

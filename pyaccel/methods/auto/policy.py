@@ -10,8 +10,9 @@ Lookup and the n-gram caches offer candidates every step. The lookahead pool doe
 one of its nodes could reach `pay_threshold` (its learnt first-position hazard at most)
 and otherwise only every `probe_every` steps: its step costs about 0.1 ms on the caches a
 decode has just emptied (`benchmarks/cold_own_time.py`; a 1.5B target's pass takes 37 ms
-on the AMD EPYC host), where replays of the floor's 42 prompts (2 x 2,768 steps) drafted
-one node of it and of the 20 edit prompts (2 x 560 steps) three, none kept. The draft
+on the AMD EPYC host), where replays of the floor's 42 prompts (5,460 steps) drafted one
+node of it and of the 20 edit prompts (1,109 steps) three, none kept
+(`benchmarks/replay_passes.py`). The draft
 model costs a decode per drafted token, so it runs only when its own plan (catch-up and
 draft tokens counted) expects more than the free tree.
 """
