@@ -25,8 +25,7 @@ from typing import Any, Callable
 import numpy as np
 
 from pyaccel import Model
-from pyaccel.bench.replay import simulate
-from pyaccel.bench.suites import load_suite
+from pyaccel.bench.replay import recorded_plain, simulate
 from pyaccel.methods import make_method
 from pyaccel.methods.base import Proposer
 
@@ -57,10 +56,7 @@ def main() -> int:
     args = ap.parse_args()
     data = json.loads(open(args.results, encoding="utf-8").read())
     model = Model(args.model, n_ctx=data["setup"].get("n_ctx", 4096), progress=False)
-    texts = {p.id: p.text for s in data["setup"]["suites"] for p in load_suite(s, None, None)}
-    items = [(model.chat_prompt([{"role": "user", "content": texts[p["id"]]}]),
-              next(r for r in p["runs"] if r["method"] == "plain")["tokens"]) for p in data["prompts"]]
-    items = items[:args.prompts]
+    items = [(prompt, plain) for _, prompt, plain in recorded_plain(data, model)][:args.prompts]
     evict = np.ones(args.evict_mb * 2**20 // 8) if args.evict_mb else None
     spent: dict[str, list[float]] = {}
     proposers: dict[str, Proposer] = {}

@@ -16,7 +16,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 from lossless import NEAR_TIE, first_difference, top2_gap  # noqa: E402
 
 from pyaccel import Model  # noqa: E402
-from pyaccel.bench.suites import load_suite  # noqa: E402
+from pyaccel.bench.replay import recorded_plain  # noqa: E402
 
 
 def main() -> int:
@@ -25,12 +25,9 @@ def main() -> int:
     ap.add_argument("-m", "--model", default="qwen2.5-coder-1.5b-instruct")
     args = ap.parse_args()
     data = json.loads(Path(args.results).read_text(encoding="utf-8"))
-    texts = {p.id: p.text for s in data["setup"]["suites"] for p in load_suite(s, None, None)}
     worst = 0.0
     with Model(args.model, n_ctx=4096) as model:
-        for p in data["prompts"]:
-            plain = next(r for r in p["runs"] if r["method"] == "plain")["tokens"]
-            prompt = model.chat_prompt([{"role": "user", "content": texts[p["id"]]}])
+        for p, prompt, plain in recorded_plain(data, model):
             for r in p["runs"]:
                 i = first_difference(plain, r["tokens"]) if r.get("tokens") else None
                 if i is None or i >= min(len(plain), len(r["tokens"])):

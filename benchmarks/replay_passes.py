@@ -17,8 +17,7 @@ import json
 import statistics
 
 from pyaccel import Model
-from pyaccel.bench.replay import simulate
-from pyaccel.bench.suites import load_suite
+from pyaccel.bench.replay import recorded_plain, simulate
 from pyaccel.methods import make_method
 
 
@@ -31,14 +30,12 @@ def main() -> int:
     args = ap.parse_args()
     data = json.loads(open(args.results, encoding="utf-8").read())
     model = Model(args.model, n_ctx=data["setup"].get("n_ctx", 4096), progress=False)
-    texts = {p.id: p.text for s in data["setup"]["suites"] for p in load_suite(s, None, None)}
+    recorded = recorded_plain(data, model)
     proposer = make_method(args.method)
     proposer.bind(model)
     suites: dict[str, list[float]] = {}
     for rep in range(args.repeats):
-        for p in data["prompts"]:
-            prompt = model.chat_prompt([{"role": "user", "content": texts[p["id"]]}])
-            plain = next(r for r in p["runs"] if r["method"] == "plain")["tokens"]
+        for p, prompt, plain in recorded:
             sim = simulate(proposer, prompt, plain, model.costs.relative_at)
             if rep == args.repeats - 1:
                 suites.setdefault(p["suite"], []).append(sim["speedup"])

@@ -48,6 +48,15 @@ def accept_path(draft: Draft, future: Sequence[int]) -> list[int]:
     return path
 
 
+def recorded_plain(data: dict[str, Any], model: Model) -> list[tuple[dict[str, Any], list[int], list[int]]]:
+    """Per prompt of a `pyaccel bench --json` result (`data`): its record, its prompt tokens
+    (the suite text in `model`'s chat template, as the bench gave it) and plain decoding's
+    output tokens (the first plain run)."""
+    texts = {p.id: p.text for s in data["setup"]["suites"] for p in load_suite(s, None, None)}
+    return [(p, model.chat_prompt([{"role": "user", "content": texts[p["id"]]}]),
+             next(r for r in p["runs"] if r["method"] == "plain")["tokens"]) for p in data["prompts"]]
+
+
 def simulate(proposer: Proposer, prompt: list[int], output: list[int], rel: Callable[[int], Sequence[float]],
              max_batch: int = 64) -> dict[str, float]:
     """Steps, cost (in single-token decodes) and tau of `proposer` reproducing `output`."""
@@ -89,15 +98,12 @@ def main() -> int:
     values = ((k, ast.literal_eval(str(v)) if isinstance(v, str) else v) for k, v in _pairs(args.tuning).items())
     tuning = replace_fields(LookupTuning(), "lookup tuning",
                             **{k: (tuple(v) if isinstance(v, list) else v) for k, v in values})
-    texts = {p.id: p.text for s in data["setup"]["suites"] for p in load_suite(s, None, None)}
     ratios = []
     proposer = PromptLookup(tuning=tuning, **_pairs(args.option))
     proposer.bind(model)  # the model's cost model and sequence limit
-    for p in data["prompts"]:
-        plain = next(r for r in p["runs"] if r["method"] == "plain")
-        prompt = model.chat_prompt([{"role": "user", "content": texts[p["id"]]}])
-        sim = simulate(proposer, prompt, plain["tokens"], rel)
-        bound = oracle_speedup(prompt, plain["tokens"], rel)
+    for p, prompt, plain in recorded_plain(data, model):
+        sim = simulate(proposer, prompt, plain, rel)
+        bound = oracle_speedup(prompt, plain, rel)
         measured = next((r["speedup"] for r in p["runs"] if r["method"] == "lookup"), float("nan"))
         ratios.append(sim["speedup"] / bound)
         print(f"{p['id']:34s} sim {sim['speedup']:.2f}x tau {sim['tau']:.2f} oracle {bound:.2f}x "
