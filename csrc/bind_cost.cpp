@@ -63,6 +63,7 @@ void bind_cost(py::module_ & m) {
         .def("observe", &AcceptanceStats::observe, "n_drafted"_a, "n_accepted"_a)
         .def("observe_position", &AcceptanceStats::observe_position, "position"_a, "accepted"_a)
         .def("alpha", [](const AcceptanceStats & s) { return as_array(s.alpha()); })
+        .def("alpha_at", &AcceptanceStats::alpha_at, "position"_a, "alpha()[position] alone.")
         .def_property_readonly("n_positions", &AcceptanceStats::n_positions);
 }
 

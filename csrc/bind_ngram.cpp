@@ -49,6 +49,18 @@ void bind_ngram_index(py::module_ & m) {
         return as_array(lookup_path_probs(tree, hazard));
     }, "tree"_a, "hazard"_a,
           "P(node accepted) per node of a lookup tree from per-bucket hazards (ngram.h).");
+    m.def("lookup_chain", [](const DraftTree & tree, int32_t n_buckets) {
+        const LookupChain c = lookup_chain(tree, n_buckets);
+        const size_t k = c.tokens.size();
+        py::object ends = py::none();
+        if (k > 0) {
+            ends = py::make_tuple(tree.sources[0], tree.sources[k - 1], tree.contexts[0], tree.contexts[k - 1]);
+        }
+        return py::make_tuple(as_array(tree.tokens), as_array(tree.parents), py::cast(c.tokens), py::cast(c.buckets),
+                              as_array(c.positions), ends);
+    }, "tree"_a, "n_buckets"_a,
+          "(tokens, parents, chain, buckets, positions, ends) of a lookup tree in one call (ngram.h LookupChain); "
+          "ends = (sources[0], sources[n - 1], contexts[0], contexts[n - 1]) of the chain's n nodes, None if n = 0.");
     py::class_<NgramIndex>(m, "NgramIndex", "Prompt-lookup index over one token stream; not thread-safe.")
         .def(py::init<int32_t, int32_t>(), "n_min"_a = NgramIndex::kDefaultNMin, "n_max"_a = NgramIndex::kDefaultNMax)
         .def("append", [](NgramIndex & self, const py::object & tokens) {

@@ -30,6 +30,48 @@ void bind_tree(py::module_ & m) {
         py::gil_scoped_release nogil;
         return tree_layout_build(par.data(), n);
     }, "parents"_a);
+    m.def("tree_depths", [](const py::object & parents) {
+        const std::vector<int32_t> par = int32_vector(parents, "parents");
+        return as_array(tree_depths(par.data(), checked_extent(static_cast<py::ssize_t>(par.size()), "parents")));
+    }, "parents"_a, "Per node, its depth (root children 1): tree_layout(parents).depth without the paths.");
+    m.def("tree_path_products", [](const py::object & parents,
+                                   const py::array_t<double, py::array::c_style | py::array::forcecast> & factor) {
+        const std::vector<int32_t> par = int32_vector(parents, "parents");
+        if (factor.ndim() != 1 || static_cast<size_t>(factor.shape(0)) != par.size()) {
+            fail("tree_path_products: factor must be 1-D with one value per node (" + std::to_string(par.size()) +
+                 "), got " + std::to_string(factor.ndim() == 1 ? factor.shape(0) : -1));
+        }
+        const int32_t n = checked_extent(static_cast<py::ssize_t>(par.size()), "parents");
+        return as_array(tree_path_products(par.data(), factor.data(), n));
+    }, "parents"_a, "factor"_a,
+          "Per node, the product of factor over its root path, itself included (out[i] = out[parent] * factor[i]).");
+    m.def("tree_flagged_products", [](const py::object & parents,
+                                      const py::array_t<int64_t, py::array::c_style | py::array::forcecast> & positions,
+                                      const py::array_t<double, py::array::c_style | py::array::forcecast> & probs,
+                                      const py::array_t<bool, py::array::c_style | py::array::forcecast> & flags,
+                                      double h, int32_t n_chain) -> py::object {
+        const std::vector<int32_t> par = int32_vector(parents, "parents");
+        if (positions.ndim() != 1 || probs.ndim() != 1 || flags.ndim() != 1 ||
+            static_cast<size_t>(positions.shape(0)) != par.size() || static_cast<size_t>(probs.shape(0)) != par.size()) {
+            fail("tree_flagged_products: positions and probs must be 1-D with one value per node (" +
+                 std::to_string(par.size()) + "), flags 1-D");
+        }
+        std::vector<double> out;
+        std::vector<int32_t> chain_flagged;
+        const int32_t n = checked_extent(static_cast<py::ssize_t>(par.size()), "parents");
+        if (!tree_flagged_products(par.data(), positions.data(), probs.data(), n,
+                                   reinterpret_cast<const uint8_t *>(flags.data()), flags.shape(0), h, n_chain, out,
+                                   chain_flagged)) {
+            return py::none();
+        }
+        return py::make_tuple(as_array(out), py::cast(chain_flagged));
+    }, "parents"_a, "positions"_a, "probs"_a, "flags"_a, "h"_a, "n_chain"_a,
+          "(probs times h for every node flagged by flags[positions[j]] on each root path, the flagged nodes among "
+          "the first n_chain), or None when no node is flagged.");
+    m.def("tree_chain_length", [](const py::object & parents) {
+        const std::vector<int32_t> par = int32_vector(parents, "parents");
+        return tree_chain_length(par.data(), checked_extent(static_cast<py::ssize_t>(par.size()), "parents"));
+    }, "parents"_a, "Length of a tree's first branch: nodes 0, 1, ... while each is its predecessor's child.");
 }
 
 std::string result_repr(const VerifyResult & r) {

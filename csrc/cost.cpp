@@ -223,10 +223,18 @@ void AcceptanceStats::observe_position(int32_t position, bool accepted) {
 std::vector<double> AcceptanceStats::alpha() const {
     std::vector<double> out(tried_.size());
     for (size_t i = 0; i < tried_.size(); ++i) {
-        const double denom = tried_[i] + prior_weight_;
-        out[i] = denom > 0.0 ? (accepted_[i] + prior_[i] * prior_weight_) / denom : prior_[i];
+        out[i] = alpha_at(static_cast<int32_t>(i));
     }
     return out;
+}
+
+double AcceptanceStats::alpha_at(int32_t position) const {
+    if (position < 0 || position >= n_positions()) {
+        fail("alpha_at(", position, "): position must be in [0, ", n_positions(), ")");
+    }
+    const size_t i = static_cast<size_t>(position);
+    const double denom = tried_[i] + prior_weight_;
+    return denom > 0.0 ? (accepted_[i] + prior_[i] * prior_weight_) / denom : prior_[i];
 }
 
 }  // namespace pyaccel

@@ -133,6 +133,8 @@ public:
 
     // alpha[i] = (accepted[i] + prior_alpha[i] * prior_weight) / (tried[i] + prior_weight).
     std::vector<double> alpha() const;
+    // alpha()[position] alone; 0 <= position < n_positions() (else std::invalid_argument).
+    double alpha_at(int32_t position) const;
 
     int32_t n_positions() const { return static_cast<int32_t>(tried_.size()); }
 

@@ -3,6 +3,7 @@
 #include "ngram.h"
 
 #include "errors.h"
+#include "tree.h"
 
 #include <algorithm>
 #include <cmath>
@@ -268,6 +269,26 @@ std::vector<double> lookup_path_probs(const DraftTree & tree, const std::vector<
         }
     }
     return prob;
+}
+
+LookupChain lookup_chain(const DraftTree & tree, int32_t n_buckets) {
+    const int32_t n = static_cast<int32_t>(tree.parents.size());
+    if (tree.sources.size() != tree.parents.size() || tree.contexts.size() != tree.parents.size()) {
+        fail("lookup_chain: parents, sources and contexts differ in length");
+    }
+    const std::vector<int32_t> depth = tree_depths(tree.parents.data(), n);
+    LookupChain out;
+    const int32_t k = tree_chain_length(tree.parents.data(), n);
+    out.tokens.assign(tree.tokens.begin(), tree.tokens.begin() + k);
+    out.buckets.resize(static_cast<size_t>(k));
+    for (int32_t i = 0; i < k; ++i) {
+        out.buckets[static_cast<size_t>(i)] = agreement_bucket(tree.contexts[static_cast<size_t>(i)] + i, n_buckets);
+    }
+    out.positions.resize(static_cast<size_t>(n));
+    for (int32_t j = 0; j < n; ++j) {
+        out.positions[static_cast<size_t>(j)] = static_cast<int64_t>(tree.sources[static_cast<size_t>(j)]) + depth[static_cast<size_t>(j)];
+    }
+    return out;
 }
 
 }  // namespace pyaccel

@@ -122,6 +122,19 @@ int32_t agreement_bucket(int32_t k, int32_t n_buckets);
 // all the parent's children. O(n) in the tree's nodes.
 std::vector<double> lookup_path_probs(const DraftTree & tree, const std::vector<double> & hazard);
 
+// A lookup tree as prompt lookup reads it each step. The chain is the tree's first
+// branch: nodes 0 .. n - 1 while node i >= 1 is the child of node i - 1 (n = 0 for an
+// empty tree). buckets[i] = agreement_bucket(contexts[i] + i, n_buckets) for chain node
+// i (n_buckets >= 1); positions[j] = sources[j] + depth(j) for every node j, the stream
+// index node j copies (depth 1 for a child of the root). The tree's parents must be
+// valid (parents[j] in [-1, j)). O(nodes).
+struct LookupChain {
+    std::vector<int32_t> tokens;
+    std::vector<int32_t> buckets;
+    std::vector<int64_t> positions;
+};
+LookupChain lookup_chain(const DraftTree & tree, int32_t n_buckets);
+
 // ---------------------------------------------------------------------------------------
 // Persistent n-gram caches
 // ---------------------------------------------------------------------------------------

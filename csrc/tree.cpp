@@ -96,4 +96,61 @@ int32_t tree_path_of(const int32_t * parents, int32_t n, int32_t node) {
     return rank;
 }
 
+std::vector<int32_t> tree_depths(const int32_t * parents, int32_t n) {
+    tree_validate(parents, n);
+    std::vector<int32_t> depth(n, 1);
+    for (int32_t i = 0; i < n; ++i) {
+        if (parents[i] >= 0) {
+            depth[i] = depth[parents[i]] + 1;
+        }
+    }
+    return depth;
+}
+
+std::vector<double> tree_path_products(const int32_t * parents, const double * factor, int32_t n) {
+    tree_validate(parents, n);
+    std::vector<double> out(n);
+    for (int32_t i = 0; i < n; ++i) {
+        out[i] = (parents[i] >= 0 ? out[parents[i]] : 1.0) * factor[i];
+    }
+    return out;
+}
+
+bool tree_flagged_products(const int32_t * parents, const int64_t * positions, const double * probs, int32_t n,
+                           const uint8_t * flags, int64_t n_flags, double h, int32_t n_chain,
+                           std::vector<double> & out, std::vector<int32_t> & chain_flagged) {
+    tree_validate(parents, n);
+    out.clear();
+    chain_flagged.clear();
+    std::vector<uint8_t> flagged(static_cast<size_t>(n), 0);
+    bool any = false;
+    for (int32_t i = 0; i < n; ++i) {
+        const int64_t pos = positions[i];
+        flagged[static_cast<size_t>(i)] = pos >= 0 && pos < n_flags && flags[pos] != 0;
+        any = any || flagged[static_cast<size_t>(i)];
+    }
+    if (!any) {
+        return false;
+    }
+    std::vector<double> f(static_cast<size_t>(n));
+    out.resize(static_cast<size_t>(n));
+    for (int32_t i = 0; i < n; ++i) {
+        const size_t k = static_cast<size_t>(i);
+        f[k] = (parents[i] >= 0 ? f[static_cast<size_t>(parents[i])] : 1.0) * (flagged[k] ? h : 1.0);
+        out[k] = probs[i] * f[k];
+        if (flagged[k] && i < n_chain) {
+            chain_flagged.push_back(i);
+        }
+    }
+    return true;
+}
+
+int32_t tree_chain_length(const int32_t * parents, int32_t n) {
+    int32_t k = n > 0 ? 1 : 0;
+    while (k < n && parents[k] == k - 1) {
+        ++k;
+    }
+    return k;
+}
+
 } // namespace pyaccel

@@ -61,4 +61,27 @@ TreeChildren tree_children_build(const int32_t * parents, int32_t n);
 // `node`; node == -1 (root only) gives 0. parents: n validated entries.
 int32_t tree_path_of(const int32_t * parents, int32_t n, int32_t node);
 
+// Per node, its depth (root children 1): TreeLayout::depth without the paths.
+// parents: n validated entries. O(n).
+std::vector<int32_t> tree_depths(const int32_t * parents, int32_t n);
+
+// Per node i, the product of factor[j] over the nodes j on its root path, i
+// included, multiplied from the root down (out[i] = out[parents[i]] * factor[i]).
+// parents: n validated entries; factor: n values. O(n).
+std::vector<double> tree_path_products(const int32_t * parents, const double * factor, int32_t n);
+
+// Nodes flagged by the stream position they stand for: node i is flagged when
+// 0 <= positions[i] < n_flags and flags[positions[i]] != 0. Writes out[i] = probs[i] *
+// f(i), f(i) = f(parents[i]) * (h if i is flagged, else 1), f(root) = 1 (multiplied from
+// the root down, as tree_path_products), and the flagged nodes among 0 .. n_chain - 1
+// (ascending) to chain_flagged; returns false, leaving both empty, when no node is
+// flagged. parents: n validated entries; positions, probs: n values each.
+bool tree_flagged_products(const int32_t * parents, const int64_t * positions, const double * probs, int32_t n,
+                           const uint8_t * flags, int64_t n_flags, double h, int32_t n_chain,
+                           std::vector<double> & out, std::vector<int32_t> & chain_flagged);
+
+// Length of the first branch: nodes 0, 1, ..., k - 1 while each node i >= 1 is
+// the child of node i - 1 (0 for an empty tree). parents: n entries. O(k).
+int32_t tree_chain_length(const int32_t * parents, int32_t n);
+
 } // namespace pyaccel

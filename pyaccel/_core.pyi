@@ -98,6 +98,16 @@ def sample_probs(p: _Float32Array, rng: Rng) -> int:
     """One draw from a normalised distribution (sum within 1e-3 of 1)."""
 
 def tree_layout(parents: _IntArrayLike) -> TreeLayout: ...
+def tree_depths(parents: _IntArrayLike) -> npt.NDArray[np.int32]: ...
+def tree_path_products(parents: _IntArrayLike, factor: npt.ArrayLike) -> npt.NDArray[np.float64]: ...
+def tree_chain_length(parents: _IntArrayLike) -> int: ...
+def tree_flagged_products(
+    parents: _IntArrayLike, positions: npt.ArrayLike, probs: npt.ArrayLike, flags: npt.NDArray[np.bool_], h: float,
+    n_chain: int
+) -> Optional[tuple[npt.NDArray[np.float64], list[int]]]:
+    """Node j is flagged when 0 <= positions[j] < len(flags) and flags[positions[j]]:
+    (probs[i] times h once per flagged node on i's root path, i included; the flagged
+    nodes among 0 .. n_chain - 1), or None when no node is flagged."""
 
 def verify_tree(
     target_logits: _Float32Array,
@@ -150,6 +160,17 @@ def lookup_path_probs(tree: DraftTree, hazard: Sequence[float]) -> npt.NDArray[n
     """P(node accepted) per node: P(parent) * c(node). A parent's first child (in node
     order) has c = hazard[agreement_bucket(contexts[i] + depth(i), len(hazard))]; every
     other child shares 1 - that by its count over all the parent's children's counts."""
+
+def lookup_chain(
+    tree: DraftTree, n_buckets: int
+) -> tuple[npt.NDArray[np.int32], npt.NDArray[np.int32], list[int], list[int], npt.NDArray[np.int64],
+           Optional[tuple[int, int, int, int]]]:
+    """(tokens, parents, chain, buckets, positions, ends) of a lookup tree in one call.
+    chain: the first branch's n tokens (nodes 0 .. n - 1, each the child of the one
+    before); buckets[i] = agreement_bucket(contexts[i] + i, n_buckets) for chain node i;
+    positions[j] = sources[j] + depth(j) (root children depth 1) for every node, the
+    stream index it copies; ends = (sources[0], sources[n - 1], contexts[0],
+    contexts[n - 1]), None when n == 0."""
 
 class NgramIndex:
     """Prompt-lookup index over one token stream (prompt + output); not thread-safe."""
@@ -295,6 +316,8 @@ class AcceptanceStats:
     def observe(self, n_drafted: int, n_accepted: int) -> None: ...
     def observe_position(self, position: int, accepted: bool) -> None: ...
     def alpha(self) -> npt.NDArray[np.float64]: ...
+    def alpha_at(self, position: int) -> float:
+        """alpha()[position] alone (0 <= position < n_positions)."""
     @property
     def n_positions(self) -> int: ...
 

@@ -265,6 +265,9 @@ def test_acceptance_stats_match_reference(steps, n, decay, prior_alpha, prior_we
         stats.observe(drafted, accepted)
         ref.observe(drafted, accepted)
         assert stats.alpha() == pytest.approx(ref.alpha(), rel=1e-12)
+        assert [stats.alpha_at(i) for i in range(n)] == stats.alpha().tolist()
+    with pytest.raises(ValueError, match="alpha_at"):
+        stats.alpha_at(n)
 
 
 @SETTINGS

@@ -445,3 +445,32 @@ def test_draft_matches_reference(context, history, corpus, ranges, n_draft, th):
     ]
     got = _core.ngram_cache_draft(context, ctx, dyn, static, n_draft, _core.NgramDraftThresholds(**th))
     assert got.tolist() == ref_draft(context, caches, static_ref, n_draft, th)
+
+
+@SETTINGS
+@given(stream=st.lists(st.integers(0, 3), min_size=2, max_size=60), max_len=st.integers(1, 8),
+       max_candidates=st.integers(1, 6), context_cap=st.integers(0, 12), n_buckets=st.integers(1, 20))
+def test_lookup_chain_matches_the_tree(stream, max_len, max_candidates, context_cap, n_buckets):
+    index = _core.NgramIndex(1, 3)
+    index.append(stream)
+    tree = index.lookup(1, 3, max_len, max_candidates, context_cap)
+    tokens, parents, chain, buckets, positions, ends = _core.lookup_chain(tree, n_buckets)
+    par = tree.parents.tolist()
+    n = 0
+    while n < len(par) and par[n] == n - 1:
+        n += 1
+    assert tokens.tolist() == tree.tokens.tolist() and parents.tolist() == par
+    assert chain == tree.tokens[:n].tolist()
+    assert buckets == [ref_bucket(int(tree.contexts[i]) + i, n_buckets) for i in range(n)]
+
+    def depth(i: int) -> int:
+        return 1 if par[i] < 0 else 1 + depth(par[i])
+
+    assert positions.dtype == np.int64
+    assert positions.tolist() == [int(tree.sources[i]) + depth(i) for i in range(len(par))]
+    # a node copies the stream token at its position
+    assert all(stream[p] == t for p, t in zip(positions.tolist(), tree.tokens.tolist()))
+    if n == 0:
+        assert ends is None
+    else:
+        assert ends == (tree.sources[0], tree.sources[n - 1], tree.contexts[0], tree.contexts[n - 1])

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import random
 
+import numpy as np
+import pytest
+
 from pyaccel.cost_model import CostModel
 from pyaccel.methods.lookup import FollowerTuning, PromptLookup
-from pyaccel.methods.lookup.rewrites import AWAY, FRESH, IN_LINE, CopyFollower
+from pyaccel.methods.lookup.rewrites import AWAY, FRESH, IN_LINE, CopyFollower, _ahead
 from pyaccel.types import Draft, SamplingConfig
 
 MAX_NEW = FollowerTuning().max_new
@@ -34,7 +37,7 @@ def test_follower_learns_an_edit_and_drafts_through_it() -> None:
     f.follow(stream)
     followed = f.draft(stream, 8)  # nothing learnt yet: the plain copy
     assert followed is not None and followed.tokens == [OLD, 10, 11, 12, 13, OLD, 14, 15]
-    assert followed.agreement == 6
+    assert followed.positions == list(range(6, 14)) and followed.agreement == 6
     stream += [*NEW, 10, 11]  # the copy broke at OLD and resumed, not yet for 3 tokens
     f.follow(stream)
     assert not f.rewrites
@@ -49,6 +52,7 @@ def test_follower_learns_an_edit_and_drafts_through_it() -> None:
     assert f.seen[(OLD,)] == 2
     followed = f.draft(stream, 8)
     assert followed is not None and followed.tokens == [NEW[1], 14, 15, 16, 17, *NEW, 18]
+    assert followed.positions == [-1, 12, 13, 14, 15, 16, -1, 17]  # -1: an edit's later tokens
     assert followed.agreement == 3 + 2  # counted through the confirmed edit
 
 
@@ -254,3 +258,26 @@ def test_an_edit_repeated_at_a_similar_line_ahead_is_not_taken_for_the_copy_resu
     assert not any(similar <= s < similar + 4 for s in anchored)  # never at the similar line
     assert f._anchor is not None and f._anchor.source == src.index(mid[5])
     assert f.rewrites == {(OLD,): NEW}
+
+
+def ref_ahead(stream: list[int], start: int, end: int, m: int, max_skip: int) -> int | None:
+    """The scan `_ahead` does, position by position."""
+    gram = stream[end - m:end]
+    for i in range(start, min(start + max_skip, end - 2 * m) + 1):
+        if stream[i:i + m] == gram:
+            return i
+    return None
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_ahead_finds_the_first_match_the_scan_finds(seed: int) -> None:
+    gen = np.random.default_rng(seed)
+    stream = gen.integers(0, 3, int(gen.integers(4, 80))).tolist()
+    for _ in range(50):
+        m = int(gen.integers(1, 4))
+        end = int(gen.integers(m, len(stream) + 1))
+        start = int(gen.integers(0, len(stream)))
+        max_skip = int(gen.integers(0, 70))
+        want = ref_ahead(stream, start, end, m, max_skip)
+        assert _ahead(stream, start, end, m, max_skip) == want
+        assert _ahead(np.asarray(stream, np.int32), start, end, m, max_skip) == want

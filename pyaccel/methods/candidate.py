@@ -14,6 +14,8 @@ from typing import TYPE_CHECKING, Protocol, Sequence
 import numpy as np
 import numpy.typing as npt
 
+from .. import _core
+
 if TYPE_CHECKING:
     from ..model import Model
     from ..types import SamplingConfig, StepOutcome
@@ -57,10 +59,7 @@ class Candidate:
 def main_chain_length(parents: npt.NDArray[np.int32]) -> int:
     """Length of a draft tree's first branch: nodes 0, 1, ... while each is its
     predecessor's child (`parents` as in `Candidate`)."""
-    if len(parents) < 2:
-        return len(parents)
-    breaks = np.flatnonzero(parents[1:] != np.arange(len(parents) - 1))
-    return int(breaks[0]) + 1 if len(breaks) else len(parents)
+    return _core.tree_chain_length(parents)
 
 
 class CandidateProposer(Protocol):

@@ -186,12 +186,13 @@ class Auto(Proposer):
         assert self._costs is not None, "Auto is not bound to a target"
         self._count("steps")
         depth = len(tokens)
+        curve = self._costs.curve(depth)
         self.calibration.settle(tokens)
-        self._asked = self._offering(depth)
+        self._asked = self._offering(curve)
         cands = [c for sub in self._asked for c in sub.candidates(tokens, budget)]
         tree: MergedTree | None = None
         plan: "_core.TreePlan | None" = None
-        if self._may_pay(cands, depth, budget):
+        if self._may_pay(cands, curve, budget):
             tree = merge_trees(cands, self._max_leaves)
             plan = self._plan(tree, depth, budget)
         chain: list[int] | None = None
@@ -219,19 +220,18 @@ class Auto(Proposer):
             self._count("mixed_steps")
         return Draft(tree.tokens[nodes], np.asarray(plan.parents, dtype=np.int32))
 
-    def _offering(self, depth: int) -> list[CandidateProposer]:
-        """The proposers asked for candidates this step. One that bounds its estimates
-        (`best_estimate`: the lookahead pool) is asked where a node of its could reach the
-        estimate anything must reach to pay (`policy.pay_threshold`), and otherwise once
-        every `probe_every` steps, so that it keeps learning."""
-        assert self._costs is not None
+    def _offering(self, curve: "_core.CostCurve") -> list[CandidateProposer]:
+        """The proposers asked for candidates this step (priced on `curve`). One that bounds
+        its estimates (`best_estimate`: the lookahead pool) is asked where a node of its
+        could reach the estimate anything must reach to pay (`policy.pay_threshold`), and
+        otherwise once every `probe_every` steps, so that it keeps learning."""
         threshold: float | None = None
         out = []
         for k, sub in enumerate(self.subs):
             best = getattr(sub, "best_estimate", None)
             if best is not None:
                 if threshold is None:
-                    threshold = self._threshold(self._costs.curve(depth), self.tuning.plan_margin)
+                    threshold = self._threshold(curve, self.tuning.plan_margin)
                 skipped = self._skipped.get(k, 0)
                 if min(1.0, best() * self.calibration.tuning.max_ratio) < threshold \
                         and skipped + 1 < self.tuning.probe_every:
@@ -242,13 +242,11 @@ class Auto(Proposer):
             out.append(sub)
         return out
 
-    def _may_pay(self, cands: list[Candidate], depth: int, budget: int) -> bool:
+    def _may_pay(self, cands: list[Candidate], curve: "_core.CostCurve", budget: int) -> bool:
         """Could a tree of these candidates pay at all (`policy.may_pay` on their calibrated
-        estimates)? If not, the step skips merging and planning."""
-        assert self._costs is not None
+        estimates, priced on `curve`)? If not, the step skips merging and planning."""
         if not cands:
             return False
-        curve = self._costs.curve(depth)
         # The least margin any plan of theirs could be held to (`policy.plan_tree`).
         margin = self.tuning.plan_margin
         if any(c.learnt for c in cands):
@@ -278,7 +276,6 @@ class Auto(Proposer):
         step = self._step
         if step is None:
             return
-        committed = outcome.accepted_tokens + [outcome.next_token]
         if step.tree is not None:
             kept = step.nodes[np.asarray(outcome.accepted, dtype=np.int64)]
             self.calibration.record(step.tree, step.nodes, kept)
@@ -289,11 +286,16 @@ class Auto(Proposer):
             if step.draft_chain is not None and self.drafter is not None:  # its own draft, verified alone
                 self._count_nodes("accepted", [self.drafter.name] * len(outcome.accepted))
         learners = [sub for sub in self._asked if _learns(sub)]
+        drafted = self.drafter is not None and step.draft_chain is not None
+        if not learners and not drafted:
+            return
+        committed = outcome.accepted_tokens + [outcome.next_token]
         if learners:
             as_chain = _as_chain(outcome, committed)
             for sub in learners:
                 sub.observe(as_chain)
-        if self.drafter is not None and step.draft_chain is not None:
+        if drafted:
+            assert self.drafter is not None and step.draft_chain is not None
             self.drafter.observe(outcome if step.tree is None else _chain_outcome(outcome, step.draft_chain, committed))
 
     def end(self) -> None:

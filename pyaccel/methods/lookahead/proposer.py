@@ -119,6 +119,7 @@ class Lookahead(Proposer):
         self._set_size(self.fixed_size() if not self.cost_model else None, self._prompt)
         self._hazard = _core.AcceptanceStats(list(self.tuning.hazard_prior), self.tuning.hazard_decay,
                                              self.tuning.hazard_prior_weight)
+        self._best = self._hazard.alpha_at(0)  # `best_estimate`, kept as the hazard learns
         self._index = _core.NgramIndex(1, 4) if self.lookup else None
         if self._index is not None:
             self._index.append(self._prompt)
@@ -175,7 +176,7 @@ class Lookahead(Proposer):
         """The highest P(accepted) a node of `candidates` can carry in this generation so far:
         the first position's hazard (a deeper node's is its parent's times a share of the
         next position's)."""
-        return float(self._hazard.alpha()[0])
+        return self._best
 
     def candidates(self, tokens: list[int], budget: int) -> list[Candidate]:
         """The verified branch alone (the pool's continuations of the root, merged), each node
@@ -256,6 +257,7 @@ class Lookahead(Proposer):
                 self._hazard.observe_position(d, d < m)
                 if d >= m:
                     break
+            self._best = self._hazard.alpha_at(0)
             if m:
                 self._pool.refresh(self._root, committed[:m])
         if outcome.draft.aux is not None and self._window is not None:

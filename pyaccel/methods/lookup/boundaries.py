@@ -112,6 +112,12 @@ class ProseBoundaries:
         after = prose_punct[:-1] if lo > 0 else np.concatenate([[False], prose_punct[:-1]])
         self._flag[lo:n] = ~self._code[lo:n] & (self._punct[lo:n] | after)
 
+    @property
+    def flags(self) -> np.ndarray:
+        """Per position, a prose boundary? With room beyond the stream (all False); valid
+        until the next `extend`."""
+        return self._flag
+
     def at(self, positions: np.ndarray) -> np.ndarray:
         """Per position (stream indices; negative or unseen ones: False): a prose boundary?"""
         return self._flag[np.minimum(np.asarray(positions, dtype=np.int64), len(self._flag) - 1)]

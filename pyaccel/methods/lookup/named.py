@@ -30,6 +30,8 @@ from typing import Sequence
 
 import numpy as np
 
+from ... import _core
+
 _QUOTED = re.compile(rb"`([^`\n]{1,80})`|\"([^\"\n]{1,80})\"")
 FENCE = re.compile(rb"^[ \t]*```.*?(^[ \t]*```|\Z)", re.S | re.M)  # a block from a line opening with ```
 _NAME = re.compile(rb"[A-Za-z_]\w*(?:\.\w+)*")  # an identifier, dotted names whole
@@ -173,15 +175,6 @@ def block_openings(pieces: Sequence[bytes]) -> frozenset[int]:
 def hazard_factors(starts: np.ndarray, parents: np.ndarray, h: np.ndarray | float) -> np.ndarray:
     """Per node: the product of h[j] (or h, one for all) over the marked nodes j (`starts`: those entering a
     named occurrence, `hazard_starts`, or copying a prose boundary) on its path, itself
-    included: the factor its path probability takes. Parents come before their children;
-    a run of nodes each the child of the one before is taken at once."""
+    included: the factor its path probability takes (parents come before their children)."""
     f = np.where(np.asarray(starts, dtype=bool), np.asarray(h, dtype=np.float64), 1.0)
-    parents = np.asarray(parents, dtype=np.int64)
-    n = len(f)
-    out = np.empty(n, dtype=np.float64)
-    heads = np.flatnonzero(parents != np.arange(-1, n - 1)).tolist()
-    bounds = ([0] if not heads or heads[0] != 0 else []) + heads + [n]
-    for s, e in zip(bounds[:-1], bounds[1:]):
-        p = int(parents[s])
-        out[s:e] = (out[p] if p >= 0 else 1.0) * np.cumprod(f[s:e])
-    return out
+    return _core.tree_path_products(parents, f)

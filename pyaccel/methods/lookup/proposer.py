@@ -24,7 +24,7 @@ copying text goes its own way (`pyaccel.methods.lookup.boundaries`).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable
 
 import numpy as np
@@ -32,7 +32,7 @@ import numpy as np
 from ... import _core
 from ...cost_model import CostModel
 from ...types import Draft, SamplingConfig
-from ..candidate import Candidate, main_chain_length
+from ..candidate import Candidate
 from ..base import Proposer
 from ..shadow import ShadowScorer
 from .named import NamedWords, block_openings, hazard_factors, hazard_starts
@@ -183,6 +183,12 @@ class _Hazard:
     def alpha(self) -> list[float]:
         return list(self._fresh.alpha()) + list(self._copies.alpha())
 
+    def relation_alpha(self, relation: int) -> np.ndarray:
+        """`alpha()[N_BUCKETS * relation:][:N_BUCKETS]`: one relation's buckets."""
+        if relation == FRESH:
+            return self._fresh.alpha()
+        return self._copies.alpha()[N_BUCKETS * (relation - 1):N_BUCKETS * relation]
+
     def named(self) -> np.ndarray:
         """P(a draft entering a named occurrence is accepted there), before and after the
         output showed an edit of the name."""
@@ -330,32 +336,29 @@ class PromptLookup(Proposer):
         with the longest context agreement k: it is accepted with the measured hazard
         h(k + depth) of its agreement bucket. Every other child shares the rest, 1 - h, by
         its support among all the children (`_core.lookup_path_probs`)."""
-        return _core.lookup_path_probs(tree, self._stats.alpha()[offset:offset + N_BUCKETS])
+        return _core.lookup_path_probs(tree, self._stats.relation_alpha(offset // N_BUCKETS))
 
     def _candidates(self, tokens: list[int], tree: "_core.DraftTree") -> list[_Candidates]:
         """What could be drafted this step: the lookup tree, and the followed copy (through
         learnt edits, or where it is about to resume) when it differs from the tree's."""
-        tree_tokens, parents = tree.tokens, tree.parents
-        contexts, sources = tree.contexts, tree.sources
-        n_chain = main_chain_length(parents)
-        chain = tree_tokens[:n_chain].tolist()
+        tree_tokens, parents, chain, raw_buckets, positions, ends = _core.lookup_chain(tree, N_BUCKETS)
         out: list[_Candidates] = []
         followed = None
         if self.rewrites:
             self._follower.follow(tokens)
-            if chain:
-                self._follower.align(tokens, int(sources[n_chain - 1]), int(contexts[n_chain - 1]))
+            if ends is not None:
+                self._follower.align(tokens, ends[1], ends[3])
             followed = self._follower.draft(tokens, self.max_draft)
-        relation = self._follower.relation(int(sources[0])) if chain and self.rewrites else FRESH
+        relation = self._follower.relation(ends[0]) if ends is not None and self.rewrites else FRESH
         if chain:
-            buckets = (N_BUCKETS * relation + agreement_buckets(contexts[:n_chain] + np.arange(n_chain))).tolist()
-            cand = _Candidates(tree_tokens, parents, self._path_probs(tree, N_BUCKETS * relation), chain, buckets)
+            offset = N_BUCKETS * relation
+            buckets = [offset + b for b in raw_buckets]
+            cand = _Candidates(tree_tokens, parents, self._path_probs(tree, offset), chain, buckets)
             if self._named_active() or self._boundaries is not None:
-                # node i copies the stream at sources[i] + its depth (root's children: 1)
-                cand = self._with_hazards(cand, sources.astype(np.int64) + _core.tree_layout(parents).depth)
+                cand = self._with_hazards(cand, positions)  # node i copies the stream at positions[i]
             out.append(cand)
-        if followed is not None and (not chain or followed.tokens[:len(chain)] != chain[:len(followed.tokens)]
-                                     or followed.agreement > int(contexts[0])):
+        if followed is not None and (ends is None or followed.tokens[:len(chain)] != chain[:len(followed.tokens)]
+                                     or followed.agreement > ends[2]):
             offset = N_BUCKETS * followed.relation
             buckets = (offset + agreement_buckets(followed.agreement + np.arange(len(followed.tokens)))).tolist()
             cand = _Candidates(np.asarray(followed.tokens, np.int32),
@@ -382,12 +385,12 @@ class PromptLookup(Proposer):
         """`cand` with the boundary hazard of its relation applied at every node copying a
         prose boundary, and the chain positions that do noted for its shadow."""
         assert self._boundaries is not None
-        at = self._boundaries.at(positions)
-        if not at.any():
+        hit = _core.tree_flagged_products(cand.parents, positions, cand.path_probs, self._boundaries.flags,
+                                          self._stats.boundary(cand.buckets[0] // N_BUCKETS), len(cand.chain))
+        if hit is None:
             return cand
-        probs = cand.path_probs * hazard_factors(at, cand.parents, self._stats.boundary(cand.buckets[0] // N_BUCKETS))
-        on_chain = frozenset(np.flatnonzero(at[:len(cand.chain)]).tolist())
-        return replace(cand, path_probs=probs, boundaries=on_chain)
+        probs, on_chain = hit
+        return _Candidates(cand.tokens, cand.parents, probs, cand.chain, cand.buckets, cand.named, frozenset(on_chain))
 
     def _with_named(self, cand: _Candidates, positions: np.ndarray) -> _Candidates:
         """`cand` with the named hazard applied where its nodes (copying the stream at
@@ -407,12 +410,12 @@ class PromptLookup(Proposer):
             while last + 1 < n and occ[last + 1] == occ[k]:
                 last += 1
             on_chain[int(k)] = (last, bool(edited[k]))
-        return replace(cand, path_probs=probs, named=on_chain)
+        return _Candidates(cand.tokens, cand.parents, probs, cand.chain, cand.buckets, on_chain, cand.boundaries)
 
     def _step_candidates(self, tokens: list[int], budget: int) -> tuple[list[_Candidates], int]:
         """This step's candidates (each shadowed, so acceptance is learnt whether or not it
         is drafted) and the deepest draft allowed."""
-        self._index.append(np.asarray(tokens[self._index.size():], dtype=np.int32))
+        self._index.append(tokens[len(self._index):])
         if self._boundaries is not None and self._piece is not None:
             self._boundaries.extend([self._piece(t) for t in tokens[len(self._boundaries):]])
         self._shadows.settle(tokens)

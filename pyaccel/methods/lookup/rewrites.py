@@ -100,12 +100,21 @@ class _Break:
 
 def _ahead(stream: Sequence[int], start: int, end: int, m: int, max_skip: int) -> int | None:
     """The first i in [start, start + max_skip] where stream[i:i + m] equals the m tokens
-    ending at `end`, the two spans not overlapping; None if there is none."""
-    gram = list(stream[end - m:end])
-    for i in range(start, min(start + max_skip, end - 2 * m) + 1):
-        if list(stream[i:i + m]) == gram:
-            return i
-    return None
+    ending at `end` (m >= 1), the two spans not overlapping; None if there is none."""
+    last = min(start + max_skip, end - 2 * m)
+    if last < start:
+        return None
+    gram = [int(t) for t in stream[end - m:end]]
+    window = [int(t) for t in stream[start:last + m]]
+    i = 0
+    while True:  # list.index finds each occurrence of the first token (the scan in C)
+        try:
+            i = window.index(gram[0], i, last - start + 1)
+        except ValueError:
+            return None
+        if window[i:i + m] == gram:
+            return start + i
+        i += 1
 
 
 class CopyFollower:
@@ -190,7 +199,7 @@ class CopyFollower:
         for gap in range(1, 2 * self.max_span + 1):
             for g_src in range(max(0, gap - self.max_span), min(gap, self.max_span) + 1):
                 i, j = b.source + g_src, b.out + gap - g_src
-                if j + r > n or i + r > j:
+                if j + r > n or i + r > j or stream[i] != stream[j]:
                     continue
                 if list(stream[i:i + r]) != list(stream[j:j + r]):
                     continue
@@ -315,6 +324,11 @@ class CopyFollower:
 
     def _continue(self, stream: Sequence[int], i: int, out: list[int], positions: list[int], agreement: int,
                   relation: int, limit: int) -> Followed | None:
+        if not any(n >= self.tuning.min_seen for n in self.seen.values()):  # no edit to apply: a plain copy
+            more = [int(t) for t in stream[i:i + max(0, limit - len(out))]]
+            out += more
+            positions += range(i, i + len(more))
+            i = len(stream)
         while len(out) < limit and i < len(stream):
             hit = self._rewrite_at(stream, i)
             if hit is not None and self.seen.get(hit[0], 0) >= self.tuning.min_seen:
