@@ -144,7 +144,7 @@ class Calibration:
         `max_ratio` and estimates at most 1."""
         if not len(cand):
             return 0.0
-        top = max(cand.path_probs.tolist())  # a list's max: far less code to run cold than numpy's
+        top = float(cand.path_probs.max())
         return top if cand.learnt else min(1.0, top * self.tuning.max_ratio)
 
     def apply(self, tree: MergedTree) -> npt.NDArray[np.float64]:
