@@ -119,28 +119,25 @@ std::vector<double> tree_path_products(const int32_t * parents, const double * f
 bool tree_flagged_products(const int32_t * parents, const int64_t * positions, const double * probs, int32_t n,
                            const uint8_t * flags, int64_t n_flags, double h, int32_t n_chain,
                            std::vector<double> & out, std::vector<int32_t> & chain_flagged) {
-    tree_validate(parents, n);
     out.clear();
     chain_flagged.clear();
-    std::vector<uint8_t> flagged(static_cast<size_t>(n), 0);
+    std::vector<double> factor(static_cast<size_t>(n), 1.0);
     bool any = false;
     for (int32_t i = 0; i < n; ++i) {
         const int64_t pos = positions[i];
-        flagged[static_cast<size_t>(i)] = pos >= 0 && pos < n_flags && flags[pos] != 0;
-        any = any || flagged[static_cast<size_t>(i)];
+        if (pos >= 0 && pos < n_flags && flags[pos] != 0) {
+            factor[static_cast<size_t>(i)] = h;
+            any = true;
+            if (i < n_chain) chain_flagged.push_back(i);
+        }
     }
     if (!any) {
+        tree_validate(parents, n);
         return false;
     }
-    std::vector<double> f(static_cast<size_t>(n));
-    out.resize(static_cast<size_t>(n));
+    out = tree_path_products(parents, factor.data(), n);
     for (int32_t i = 0; i < n; ++i) {
-        const size_t k = static_cast<size_t>(i);
-        f[k] = (parents[i] >= 0 ? f[static_cast<size_t>(parents[i])] : 1.0) * (flagged[k] ? h : 1.0);
-        out[k] = probs[i] * f[k];
-        if (flagged[k] && i < n_chain) {
-            chain_flagged.push_back(i);
-        }
+        out[static_cast<size_t>(i)] *= probs[i];
     }
     return true;
 }
