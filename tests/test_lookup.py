@@ -65,6 +65,22 @@ def test_a_quoted_rename_is_read_off_the_prompt_and_the_output_stays_plain(gemma
     assert lookup._named.quoted == [b"width", b"breadth"] and lookup._named.renamed == [b"width"]
 
 
+# A second chat turn after an answer that repeated the question with a word dropped: the
+# copy follower learns the drop as an edit (a deletion) and drafts across it.
+DROPPED_WORD_CHAT = ("<start_of_turn>user\nWhat is the capital of France?<end_of_turn>\n<start_of_turn>model\n"
+                     "What is the capital of France? mendatang\nWhat is the capital of France? mendatang\n"
+                     "What is the capital of France<end_of_turn>\n<start_of_turn>user\nAnd of Germany?<end_of_turn>\n"
+                     "<start_of_turn>model\n")
+
+
+@pytest.mark.parametrize("spec", ["lookup", "auto"])
+def test_a_learnt_deletion_drafts_and_the_output_stays_plain(gemma: pyaccel.Model, spec: str) -> None:
+    prompt = gemma.tokenize(DROPPED_WORD_CHAT)
+    want = pyaccel.Generator(gemma, "plain").generate(prompt, max_tokens=24).tokens
+    got = pyaccel.Generator(gemma, spec).generate(prompt, max_tokens=24)
+    assert_greedy_equivalent(gemma, prompt, want, got.tokens)
+
+
 def test_copying_gives_long_accepted_drafts(gemma: pyaccel.Model) -> None:
     gemma.cache.truncate(0)  # a reused prefix changes batch numerics, hence the output
     fast = pyaccel.Generator(gemma, PromptLookup(length=16))

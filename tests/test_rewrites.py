@@ -56,6 +56,28 @@ def test_follower_learns_an_edit_and_drafts_through_it() -> None:
     assert followed.agreement == 3 + 2  # counted through the confirmed edit
 
 
+def test_a_learnt_deletion_drafts_the_copy_past_it_with_its_positions() -> None:
+    """The output drops a token of the source (a deletion, learnt like any edit): the
+    followed copy skips it, and every drafted token keeps the stream position it copies,
+    also where the draft runs to the end of the stream (a chat's earlier answer)."""
+    dropped = 7
+    src = [1, 2, 3, 4, 5, 6, dropped, 10, 11, 12, 13, dropped, 14, 15, 16, 17, dropped, 18, 19, 20]
+    f = CopyFollower()
+    stream = src + [0] + [1, 2, 3, 4, 5, 6]
+    f.align(stream, 5, 6)
+    f.follow(stream)
+    stream += [10, 11, 12, 13, 14]  # dropped twice: seen twice, so it is applied
+    f.follow(stream)
+    assert f.rewrites == {(dropped,): ()} and f.seen[(dropped,)] == 2
+    for limit in (4, 8, 50):
+        followed = f.draft(stream, limit)
+        assert followed is not None
+        want = [15, 16, 17, 18, 19, 20, 0, 1, 2, 3, 4, 5, 6, 10, 11, 12, 13, 14][:limit]
+        assert followed.tokens == want
+        assert len(followed.positions) == len(followed.tokens)
+        assert all(stream[p] == t for p, t in zip(followed.positions, followed.tokens) if p >= 0)
+
+
 def test_a_distant_resumption_is_followed_in_line() -> None:
     """New output (a typed signature) replaces part of the source, then the copy resumes
     further on: the follower drafts it from the output's last tokens, then re-anchors."""

@@ -333,7 +333,7 @@ class CopyFollower:
             hit = self._rewrite_at(stream, i)
             if hit is not None and self.seen.get(hit[0], 0) >= self.tuning.min_seen:
                 out += hit[1]
-                positions += [i] + [-1] * (len(hit[1]) - 1)
+                positions += [i] + [-1] * (len(hit[1]) - 1) if hit[1] else []  # a deletion drafts nothing
                 i += len(hit[0])
             else:
                 out.append(int(stream[i]))
