@@ -91,11 +91,11 @@ class Generator:
         return _last(self.stream(prompt, **kwargs))
 
     def chat_stream(self, messages: Sequence[Message], **kwargs: Any) -> Iterator[str | Result]:
-        """`stream` over the model's chat template applied to `messages`."""
+        """`stream` over `messages` as the model's chat prompt (`Model.chat_prompt`)."""
         return self.stream(self.target.chat_prompt(messages), **kwargs)
 
     def chat(self, messages: Sequence[Message], **kwargs: Any) -> Result:
-        """`generate` over the model's chat template applied to `messages`."""
+        """`generate` over `messages` as the model's chat prompt (`Model.chat_prompt`)."""
         return _last(self.chat_stream(messages, **kwargs))
 
     def reset(self) -> None:

@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from . import defaults, registry
+from . import chat_format, defaults, registry
 from .backend import ContextConfig, LlamaBackend
 from .cost_model import CostModel
 from .kvcache import TargetCache
@@ -98,11 +98,21 @@ class Model:
         return self.backend.detokenize(tokens)
 
     def chat_prompt(self, messages: Sequence[Message]) -> list[int]:
-        """Tokens of `messages` rendered with the model's own chat template (from its GGUF metadata)."""
-        if not messages:
+        """Tokens of `messages` up to where the assistant's answer begins, rendered with the
+        model's own chat template (from its GGUF metadata), or with its family's turn format
+        when the file ships none and pyaccel knows the family's (Gemma)."""
+        plain = chat_format.normalize(messages)
+        if not plain:
             raise ValueError("messages is empty: give at least one {'role': ..., 'content': ...}")
-        formatted = self.backend.chat_formatter()(messages=list(messages))
-        return self.backend.tokenize(formatted.prompt, add_special=not formatted.added_special, parse_special=True)
+        if self.backend.metadata("tokenizer.chat_template"):
+            formatted = self.backend.chat_formatter()(messages=plain)
+            return self.backend.tokenize(formatted.prompt, add_special=not formatted.added_special, parse_special=True)
+        fmt = chat_format.TURN_FORMATS.get(self.backend.metadata("general.architecture") or "")
+        if fmt is None:
+            raise ValueError(f"{self.path.name} has no chat template in its metadata and pyaccel knows no turn "
+                             "format for its architecture: give the prompt as raw text (generate() in Python, "
+                             "no --chat in the CLI) or use a GGUF file with a chat template")
+        return self.tokenize(fmt.render(plain))
 
     def close(self) -> None:
         if self._costs is not None and self._costs.learnt is not None:

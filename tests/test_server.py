@@ -239,21 +239,6 @@ def test_full_queue_is_503(gemma_path: Path, tmp_path: Path) -> None:
 # ---- model-free: the pieces under the routes ----------------------------------------------
 
 
-def test_gemma_turn_format_folds_the_system_prompt() -> None:
-    from pyaccel.server.templates import TURN_FORMATS, normalize
-
-    messages = normalize([{"role": "developer", "content": "Be brief."},
-                          {"role": "user", "content": [{"type": "text", "text": "Hi"}]},
-                          {"role": "assistant", "content": "Hello!"}, {"role": "user", "content": "Name?"}])
-    assert TURN_FORMATS["gemma3"].render(messages) == (
-        "<start_of_turn>user\nBe brief.\n\nHi<end_of_turn>\n<start_of_turn>model\nHello!<end_of_turn>\n"
-        "<start_of_turn>user\nName?<end_of_turn>\n<start_of_turn>model\n")
-    with pytest.raises(ValueError, match="role"):
-        normalize([{"role": "tool", "content": "x"}])
-    with pytest.raises(ValueError, match="text content parts"):
-        normalize([{"role": "user", "content": [{"type": "image_url", "image_url": "x"}]}])
-
-
 def test_request_validation_names_the_parameter() -> None:
     from pydantic import ValidationError
 

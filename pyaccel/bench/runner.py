@@ -108,11 +108,9 @@ def _chat_tokens(model: "Model", text: str, templated: bool) -> list[int]:
 
 
 def _has_chat_template(model: "Model") -> bool:
-    try:
-        model.chat_prompt([{"role": "user", "content": "hi"}])
-    except ValueError:
-        return False
-    return True
+    """Does the GGUF file ship a chat template? (Without one the suites' texts are given
+    raw, as to a base model, not in a built-in turn format.)"""
+    return bool(model.backend.metadata("tokenizer.chat_template"))
 
 
 def _measure_round(model: "Model", runners: Sequence[Runner], prompt: list[int], max_tokens: int, rnd: int,

@@ -22,7 +22,6 @@ from typing import Any, Iterator, TextIO, cast
 from ..errors import PyaccelError
 from ..generator import Generator
 from ..model import Model
-from ..server.templates import chat_tokens
 from ..types import Result, Stats
 from .args import add_method_args, add_model_args, add_sampling_args, make_method_from_args, open_model
 
@@ -92,11 +91,11 @@ class Session:
         """Tokens of the chat so far and how many old turns were dropped to leave room for the answer."""
         room = int(self.model.n_ctx * (1.0 - ANSWER_ROOM))
         dropped = 0
-        tokens = chat_tokens(self.model, self.chat())
+        tokens = self.model.chat_prompt(self.chat())
         while len(tokens) > room and len(self.messages) > 2:
             del self.messages[:2]  # the oldest question and its answer
             dropped += 1
-            tokens = chat_tokens(self.model, self.chat())
+            tokens = self.model.chat_prompt(self.chat())
         return tokens, dropped
 
 

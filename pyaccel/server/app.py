@@ -36,7 +36,6 @@ from .errors import APIError, api_error_handler, from_generation, from_validatio
     internal_error_handler, invalid
 from .scheduler import Job, QueueFullError, Scheduler, Work
 from .schemas import ChatRequest, CompletionRequest, SamplingRequest, Shape
-from .templates import chat_tokens
 
 # How often a non-streaming request checks whether its client is still there.
 DISCONNECT_POLL_S = 0.1
@@ -203,7 +202,7 @@ async def chat_completions(request: Request) -> Response:
     req = _parse(ChatRequest, await _read_json(request, state.limits.max_body_bytes))
     generator = _generator(state, req.model)
     try:
-        prompt = chat_tokens(generator.target, [m.model_dump() for m in req.messages])
+        prompt = generator.target.chat_prompt([m.model_dump() for m in req.messages])
     except ValueError as exc:
         raise invalid(str(exc), param="messages") from None
     return await _answer(request, state, req, prompt, chat=True)

@@ -1,15 +1,13 @@
-"""Chat prompts for `pyaccel chat` and `pyaccel serve`: messages as OpenAI clients send
-them, rendered with the model's own chat template, or with a built-in turn format for
-GGUF files that ship none (Gemma 3 270M has no template in its metadata)."""
+"""Chat messages as OpenAI clients send them, checked and normalized, and the built-in turn
+formats for GGUF files that ship no chat template (Gemma 3 270M has none in its metadata).
+`Model.chat_prompt` renders them; `Generator.chat`, `pyaccel chat` and `pyaccel serve` go
+through it."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, Mapping, Sequence
-
-if TYPE_CHECKING:
-    from ..model import Model
+from typing import Any, Mapping, Sequence
 
 # Roles a chat may carry; "developer" is OpenAI's newer name for "system".
 ROLES = ("system", "developer", "user", "assistant")
@@ -59,26 +57,21 @@ def message_text(content: Any) -> str:
 
 
 def normalize(messages: Sequence[Mapping[str, Any]]) -> list[dict[str, str]]:
-    """Plain {"role", "content"} dicts with string content; "developer" becomes "system"."""
+    """Plain {"role", "content"} dicts with string content; "developer" becomes "system".
+    Raises TypeError when `messages` is not a list of mappings and ValueError naming the
+    message at fault otherwise."""
+    if isinstance(messages, (str, bytes)) or not isinstance(messages, Sequence):
+        raise TypeError("messages must be a list of {'role': ..., 'content': ...} dicts, got "
+                        f"{type(messages).__name__} (for a plain prompt use generate())")
     out = []
     for i, message in enumerate(messages):
+        if not isinstance(message, Mapping):
+            raise TypeError(f"messages[{i}] must be a {{'role': ..., 'content': ...}} dict, got {type(message).__name__}")
         role = message.get("role")
         if role not in ROLES:
             raise ValueError(f"messages[{i}].role must be one of {', '.join(ROLES)}, got {role!r}")
+        if "content" not in message and role != "assistant":
+            raise ValueError(f"messages[{i}] ({role}) has no 'content'")
         out.append({"role": "system" if role == "developer" else str(role),
                     "content": message_text(message.get("content"))})
     return out
-
-
-def chat_tokens(model: "Model", messages: Sequence[Mapping[str, Any]]) -> list[int]:
-    """Prompt tokens of `messages`, ending where the assistant's answer begins."""
-    plain = normalize(messages)
-    if not plain:
-        raise ValueError("messages is empty: give at least one {'role': ..., 'content': ...}")
-    if model.backend.metadata("tokenizer.chat_template"):
-        return model.chat_prompt(plain)
-    fmt = TURN_FORMATS.get(model.backend.metadata("general.architecture") or "")
-    if fmt is None:
-        raise ValueError(f"{model.path.name} has no chat template in its metadata and pyaccel knows no turn "
-                         "format for its architecture: use a GGUF file with a chat template")
-    return model.tokenize(fmt.render(plain))
