@@ -137,7 +137,9 @@ class LlamaBackend:
         self._vocab = llama_cpp.llama_model_get_vocab(model)
         self.n_vocab = int(llama_cpp.llama_vocab_n_tokens(self._vocab))
         self.n_embd = int(llama_cpp.llama_model_n_embd(model))
-        n_seq_max = max(1, config.n_seq_max)
+        # llama.cpp aborts the process when a batch (n_batch, clamped to n_ctx) has room for
+        # fewer tokens than there are sequences; a tree has no more paths than nodes anyway.
+        n_seq_max = max(1, min(config.n_seq_max, config.n_batch, config.n_ctx))
         limit = int(llama_cpp.llama_max_parallel_sequences())
         if n_seq_max > limit:
             raise ValueError(f"n_seq_max={n_seq_max} exceeds llama.cpp's limit of {limit} sequences")

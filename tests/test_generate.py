@@ -12,6 +12,8 @@ from llama_cpp import Llama
 
 import pyaccel
 
+from lossless import assert_greedy_equivalent
+
 PROMPTS = [
     "def fibonacci(n):",
     "The three primary colors are",
@@ -138,6 +140,20 @@ def test_prompt_longer_than_context_is_clear(gemma_path: Path) -> None:
     with pyaccel.Model(gemma_path, n_ctx=64) as small:
         with pytest.raises(pyaccel.ContextOverflowError, match="context"):
             pyaccel.Generator(small).generate("word " * (small.n_ctx + 10))
+
+
+@pytest.mark.parametrize("kwargs", [dict(n_ctx=24), dict(n_batch=8), dict(n_batch=1)],
+                         ids=["n_ctx-24", "n_batch-8", "n_batch-1"])
+def test_a_small_batch_opens_and_every_method_fits_it(gemma_path: Path, kwargs: dict) -> None:
+    """A batch smaller than n_seq_max aborted llama.cpp's context creation; auto's n-gram
+    pool needs 29 tokens a pass at its tuned size. Both now fit the batch the model has."""
+    prompt = "a = [1, 2, 3, 4, 5, 6, 7, 8]\nb = [1, 2, 3, 4, 5, 6, 7, 8]\nc = [1, 2,"
+    with pyaccel.Model(gemma_path, **kwargs) as small:
+        assert small.backend.n_seq_max <= small.backend.max_batch
+        want = pyaccel.Generator(small, "plain").generate(prompt, max_tokens=8).tokens
+        for spec in ("auto", "lookup", "lookahead"):
+            got = pyaccel.Generator(small, spec).generate(prompt, max_tokens=8).tokens
+            assert_greedy_equivalent(small, small.tokenize(prompt), want, got)
 
 
 def test_generation_stops_when_the_context_is_full(gemma_path: Path) -> None:

@@ -130,9 +130,11 @@ class Auto(Proposer):
             self._costs = target.costs
         self._max_leaves = target.backend.n_seq_max
         if self.use_lookahead and self._lookahead is None:  # the pool alone: no window, sized to the context
-            self._lookahead = Lookahead(window=0, ngram=self.tuning.lookahead_ngram, cost_model=False,
-                                        guesses=min(self.tuning.lookahead_guesses, self._max_leaves))
-            self.subs.append(self._lookahead)
+            guesses = self._pool_guesses(target.backend.max_batch)
+            if guesses > 0:
+                self._lookahead = Lookahead(window=0, ngram=self.tuning.lookahead_ngram, cost_model=False,
+                                            guesses=guesses)
+                self.subs.append(self._lookahead)
         if self.medusa is None:
             self.medusa = self._bind_medusa(target)
             if self.medusa is not None:
@@ -140,6 +142,13 @@ class Auto(Proposer):
         for sub in self.subs:
             sub.bind(target)
         self.drafter = self._bind_draft(target)
+
+    def _pool_guesses(self, max_batch: int) -> int:
+        """How many of the pool's n-grams one pass may verify: as tuned, within the model's
+        sequences (one per guess) and its batch (1 + guesses * (ngram - 1) tokens); 0 leaves
+        the pool out (a model opened with a tiny batch or context)."""
+        per_guess = max(1, self.tuning.lookahead_ngram - 1)
+        return max(0, min(self.tuning.lookahead_guesses, self._max_leaves, (max_batch - 1) // per_guess))
 
     def _bind_medusa(self, target: "Model") -> Medusa | None:
         """Medusa heads as one more proposer: the ones given, else the target's cached ones
