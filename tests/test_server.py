@@ -260,6 +260,18 @@ def test_request_validation_names_the_parameter() -> None:
         CompletionRequest.model_validate({"model": "m", "prompt": ["a", "b"]})
 
 
+def test_a_failed_generation_is_the_servers_fault_unless_the_prompt_overflows() -> None:
+    from pyaccel.errors import ContextOverflowError
+    from pyaccel.server.errors import from_generation
+
+    overflow = from_generation(ContextOverflowError("the prompt does not fit"))
+    assert (overflow.status, overflow.body()["error"]["code"]) == (400, "context_length_exceeded")
+    for exc in (ValueError("tree_flagged_products: ..."), TypeError("bad"), RuntimeError("decode failed")):
+        err = from_generation(exc)
+        assert err.status == 500 and err.body()["error"]["type"] == "server_error"
+        assert type(exc).__name__ in err.body()["error"]["message"]
+
+
 class _FakeGenerator:
     """Stands in for pyaccel.Generator: yields the prompt back, one piece per item."""
 

@@ -10,6 +10,8 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 
+from ..errors import ContextOverflowError
+
 INVALID_REQUEST = "invalid_request_error"
 SERVER_ERROR = "server_error"
 
@@ -52,10 +54,12 @@ def from_validation(exc: ValidationError) -> APIError:
 
 
 def from_generation(exc: BaseException) -> APIError:
-    """A generation that failed once running: a caller mistake (400) or the server's fault (500)."""
-    if isinstance(exc, (ValueError, TypeError)):
-        return invalid(str(exc))
-    return APIError(500, f"generation failed: {exc}", SERVER_ERROR)
+    """A generation that failed once running. The request's arguments were checked before
+    it was queued, so only a prompt that leaves no room in the context is the caller's
+    doing (400); anything else is the server's fault (500), whatever its exception type."""
+    if isinstance(exc, ContextOverflowError):
+        return invalid(str(exc), code="context_length_exceeded")
+    return APIError(500, f"generation failed: {type(exc).__name__}: {exc}", SERVER_ERROR)
 
 
 async def api_error_handler(request: Request, exc: Exception) -> JSONResponse:
