@@ -30,7 +30,8 @@ import numpy as np
 
 from . import _core
 from .costs import (MAX_MEASURED_BATCH, PREFILL, VERIFY, CostSamples, DecodeCosts, bucket_depth, calibrate,
-                    cost_file, cost_key, decode_costs, learnt_file, load_decode_costs, measure_decode_costs, save_json)
+                    cost_file, cost_key, decode_costs, learnt_file, load_decode_costs, measure_decode_costs, save_json,
+                    single_token_ratios)
 
 if TYPE_CHECKING:
     from .backend import LlamaBackend
@@ -255,7 +256,7 @@ class CostModel:
                 return float(json.loads(path.read_text(encoding="utf-8"))["relative"])
             except (ValueError, KeyError, TypeError):
                 pass  # a damaged file is measured again
-        ratios = sorted(self.token_s(draft) / self.token_s(target) for _ in range(TOKEN_COST_ROUNDS))
+        ratios = sorted(single_token_ratios(draft, target, TOKEN_COST_ROUNDS, TOKEN_COST_REPEATS))
         relative = ratios[len(ratios) // 2]
         save_json(path, {"relative": relative, "ratios": ratios})
         return relative

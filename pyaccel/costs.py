@@ -167,6 +167,36 @@ def measure_decode_costs(backend: LlamaBackend, max_batch: int = MAX_MEASURED_BA
         backend.kv_remove(0, origin, -1)
 
 
+def single_token_ratios(numerator: LlamaBackend, denominator: LlamaBackend, rounds: int, repeats: int,
+                        progress: bool = True) -> list[float]:
+    """`rounds` ratios of one single-token decode's least wall time on `numerator` over one
+    on `denominator`, each at its `measure_depth` (as `measure_decode_costs` would time it).
+    Each model is filled to its depth once and the two are timed in alternation, so drift
+    on the host hits both alike. The filler is removed afterwards."""
+    bar = Progress(f"measuring {numerator.path.name} against {denominator.path.name}", rounds,
+                   unit="rounds") if progress else None
+    origins = [b.kv_pos_max(0) + 1 for b in (numerator, denominator)]
+    try:
+        starts = []
+        for b, origin in zip((numerator, denominator), origins):
+            depth = max(0, min(measure_depth(b) - origin, b.n_ctx - origin - 3))
+            if depth:
+                b.prefill(_filler(depth, origin, b.n_vocab), start_pos=origin)
+            starts.append(origin + depth)
+        ratios = []
+        for _ in range(rounds):
+            num = _sweep(numerator, starts[0], [1], repeats, None)[0]
+            ratios.append(num / _sweep(denominator, starts[1], [1], repeats, None)[0])
+            if bar:
+                bar.update(1)
+        return ratios
+    finally:
+        if bar:
+            bar.close()
+        for b, origin in zip((numerator, denominator), origins):
+            b.kv_remove(0, origin, -1)
+
+
 def _filler(n: int, offset: int, n_vocab: int) -> np.ndarray:
     return ((np.arange(offset, offset + n, dtype=np.int64) * 7 + 100) % n_vocab).astype(np.int32)
 

@@ -145,3 +145,20 @@ def test_decode_costs_are_measured_at_depth_and_leave_the_cache_as_it_was(gemma:
     assert costs.key == cost_key(gemma.backend, 4)
     assert costs.key.endswith(f"-d{measure_depth(gemma.backend)}-{costs.sweep_depths[0]}-{costs.sweep_depths[1]}")
     gemma.cache.truncate(0)
+
+
+def test_single_token_ratios_fill_each_model_once_and_leave_both_caches(gemma: pyaccel.Model,
+                                                                         gemma_path: Path) -> None:
+    """The draft method's relative token cost: the same model against itself is ~1, and
+    both caches end as they began (one holding a prompt, one empty)."""
+    from pyaccel.costs import single_token_ratios
+
+    gemma.cache.truncate(0)
+    gemma.cache.prefill(gemma.tokenize("The cache holds this prompt."))
+    before = gemma.backend.kv_pos_max(0)
+    with pyaccel.Model(gemma_path, n_ctx=gemma.n_ctx, progress=False) as other:
+        ratios = single_token_ratios(other.backend, gemma.backend, rounds=3, repeats=1, progress=False)
+        assert other.backend.kv_pos_max(0) == -1
+    assert gemma.backend.kv_pos_max(0) == before
+    assert len(ratios) == 3 and all(0.3 < r < 3.0 for r in ratios)
+    gemma.cache.truncate(0)
