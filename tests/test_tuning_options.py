@@ -5,6 +5,7 @@ a constructor argument."""
 from __future__ import annotations
 
 import inspect
+import re
 from dataclasses import fields
 
 import pytest
@@ -102,6 +103,31 @@ def test_an_unknown_spec_option_lists_arguments_and_knobs(spec: str) -> None:
 def test_a_knob_of_the_wrong_type_fails(spec: str, message: str) -> None:
     with pytest.raises(ValueError, match=message):
         make_method(spec)
+
+
+@pytest.mark.parametrize("spec, message", [
+    ("lookup:max_draft=abc", "method 'lookup': max_draft must be an integer, got 'abc'"),
+    ("lookup:max_draft=true", "max_draft must be an integer, got True"),
+    ("draft:length=abc", "method 'draft': length must be an integer or none"),
+    ("draft:min_prob=high", "min_prob must be a number"),
+    ("ngram:max_draft=x", "method 'ngram': max_draft must be an integer"),
+    ("lookahead:window=2.5", "window must be an integer or none, got 2.5"),
+    ("medusa:tree=3", "tree must be a string"),
+    ("auto:lookahead=1", "lookahead must be true or false"),
+])
+def test_a_constructor_argument_of_the_wrong_type_fails(spec: str, message: str) -> None:
+    with pytest.raises(ValueError, match=re.escape(message)):
+        make_method(spec)
+
+
+def test_a_spec_option_given_twice_fails() -> None:
+    with pytest.raises(ValueError, match="'max_draft' is given twice"):
+        make_method("lookup:max_draft=32,max_draft=4")
+
+
+def test_right_types_and_none_pass_the_argument_check() -> None:
+    assert make_method("lookup:max_draft=8,length=none").max_draft == 8
+    assert make_method("draft:min_prob=1,length=3").min_prob == 1  # an int is a number
 
 
 @pytest.mark.parametrize("spec, name", [

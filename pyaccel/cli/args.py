@@ -84,7 +84,10 @@ def add_sampling_args(p: argparse.ArgumentParser) -> None:
 
 def method_spec(text: str) -> str:
     """argparse type of --method: a spec whose name is a known method."""
-    spec = parse_spec(text)
+    try:
+        spec = parse_spec(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
     if spec.name not in method_names():
         raise argparse.ArgumentTypeError(f"unknown method {spec.name!r}: choose one of {', '.join(method_names())}")
     return text

@@ -15,7 +15,7 @@ from typing import Any, Callable
 
 from .base import NoDraft, Proposer
 from .spec import MethodSpec, parse_spec
-from .tuning import with_tuning_options
+from .tuning import check_arguments, with_tuning_options
 
 
 def _plain(**options: Any) -> Proposer:
@@ -27,6 +27,7 @@ def _plain(**options: Any) -> Proposer:
 def _draft(**options: Any) -> Proposer:
     from .draft import DraftModel
 
+    check_arguments(options, DraftModel, "draft")
     return DraftModel(**options)
 
 
@@ -40,6 +41,7 @@ def _lookup(**options: Any) -> Proposer:
 def _ngram(**options: Any) -> Proposer:
     from .ngram import NgramCacheDrafter
 
+    check_arguments(options, NgramCacheDrafter, "ngram")
     return NgramCacheDrafter(**options)
 
 

@@ -134,7 +134,7 @@ class DraftModel(Proposer):
             if spec is None or spec.draft is None:
                 raise ValueError(
                     f"no draft model given and {target.name!r} has no registry pair: "
-                    "pass DraftModel(draft=NAME_OR_PATH)"
+                    "pass DraftModel(draft=NAME_OR_PATH) in Python, --draft-model NAME_OR_PATH on the command line"
                 )
             draft = spec.draft
         self._n_seq_max = target.backend.n_seq_max

@@ -43,7 +43,12 @@ def parse_spec(text: str) -> MethodSpec:
     name, _, opts = text.strip().partition(":")
     if not name.strip():
         raise ValueError(f"no method name in {text!r}: write NAME or NAME:key=value,...")
-    options = dict(_option(item, text) for item in filter(None, (o.strip() for o in opts.split(","))))
+    options: dict[str, Any] = {}
+    for item in filter(None, (o.strip() for o in opts.split(","))):
+        key, value = _option(item, text)
+        if key in options:
+            raise ValueError(f"method option {key!r} is given twice in {text!r}")
+        options[key] = value
     return MethodSpec(text.strip(), name.strip(), options)
 
 

@@ -78,6 +78,32 @@ def _check_type(name: str, default: Any, value: Any) -> None:
         raise ValueError(f"{name} must be {kind}, got {value!r}")
 
 
+# A spec value's Python types allowed by each simple annotation of a constructor argument.
+_SPEC_KINDS: dict[str, tuple[type, ...]] = {"int": (int,), "float": (int, float), "bool": (bool,), "str": (str,),
+                                            "None": (type(None),)}
+_KIND_WORDS = {"int": "an integer", "float": "a number", "bool": "true or false", "str": "a string", "None": "none"}
+
+
+def check_arguments(options: dict[str, Any], method: Callable[..., Any], what: str) -> None:
+    """Each option against its `method` argument's annotation where that is simple (int,
+    float, bool, str, optionally `| None`): a wrong type is an error that names the option,
+    not a comparison failing inside the constructor. Other arguments (paths, objects) are
+    left to the constructor."""
+    for name, param in inspect.signature(method).parameters.items():
+        if name not in options or not isinstance(param.annotation, str):
+            continue
+        kinds = [k.strip() for k in param.annotation.split("|")]
+        if not all(k in _SPEC_KINDS for k in kinds):
+            continue
+        value = options[name]
+        ok = isinstance(value, tuple(t for k in kinds for t in _SPEC_KINDS[k]))
+        if isinstance(value, bool) and "bool" not in kinds:
+            ok = False  # True is an int to Python, not to a user writing max_draft=true
+        if not ok:
+            raise ValueError(f"method {what!r}: {name} must be {' or '.join(_KIND_WORDS[k] for k in kinds)}, "
+                             f"got {value!r}")
+
+
 def with_tuning_options(options: dict[str, Any], method: Callable[..., Any], tuning_type: type,
                         what: str) -> dict[str, Any]:
     """`method`'s constructor options with those that name a scalar field of `tuning_type`
@@ -85,6 +111,7 @@ def with_tuning_options(options: dict[str, Any], method: Callable[..., Any], tun
     change). A name that is neither an argument of `method` nor such a field is an error
     that lists both."""
     params = set(inspect.signature(method).parameters) - {"self"}
+    check_arguments(options, method, what)
     knobs = scalar_fields(tuning_type)
     unknown = sorted(k for k in options if k not in params and k not in knobs)
     if unknown:
