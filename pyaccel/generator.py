@@ -50,6 +50,7 @@ class Generator:
     def __init__(self, target: Model | str | os.PathLike[str], method: str | Proposer | None = None) -> None:
         self.target = _as_model(target)
         self.method: Proposer = _as_proposer(method)
+        self._closed = False
         with self.target.turn():  # binding may measure costs on the target's context
             self.method.bind(self.target)
 
@@ -76,6 +77,9 @@ class Generator:
         stop: str | Sequence[str] | None = None,
     ) -> Iterator[str | Result]:
         """Yield text pieces as they are decided, then the `Result`."""
+        if self._closed:
+            raise RuntimeError("this Generator is closed (close() released what its method opened): "
+                               "make a new Generator")
         sampling = SamplingConfig(temperature=temperature, top_k=top_k, top_p=top_p, min_p=min_p, seed=seed)
         sampling.validate()
         req = self._request(prompt, max_tokens, stop, sampling)
@@ -106,8 +110,17 @@ class Generator:
             self.method.reset()
 
     def close(self) -> None:
-        """Release what the method opened (the target Model stays open)."""
-        self.method.close()
+        """Release what the method opened (the target Model stays open); the Generator
+        refuses work afterwards. Closing twice is harmless."""
+        if not self._closed:
+            self._closed = True
+            self.method.close()
+
+    def __enter__(self) -> "Generator":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
 def accepted_by(method: Proposer, before: Mapping[str, float], accepted: int) -> dict[str, int]:

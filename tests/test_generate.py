@@ -166,6 +166,15 @@ def test_generation_stops_when_the_context_is_full(gemma_path: Path) -> None:
     assert result.stats.prompt_tokens + len(result.tokens) <= n_ctx + 1
 
 
+def test_a_closed_generator_refuses_work(gemma: pyaccel.Model) -> None:
+    with pyaccel.Generator(gemma, "lookup") as gen:
+        assert gen.generate("hello", max_tokens=2).tokens
+    with pytest.raises(RuntimeError, match="closed.*make a new Generator"):
+        gen.generate("hello", max_tokens=2)
+    gen.close()  # twice is harmless
+    assert pyaccel.Generator(gemma, "plain").generate("hello", max_tokens=2).tokens  # the model stays open
+
+
 def test_zero_max_tokens(gemma: pyaccel.Model) -> None:
     result = pyaccel.Generator(gemma, "plain").generate("hello", max_tokens=0)
     assert result.text == "" and result.tokens == [] and result.finish_reason == "length"
