@@ -115,6 +115,21 @@ def add_heads_arg(p: argparse.ArgumentParser) -> None:
                         "for the model, if any)")
 
 
+# The method options of the command line, and the methods each applies to.
+_FLAG_METHODS = {"draft_model": ("draft", "auto"), "draft_length": ("draft", "lookup", "ngram"),
+                 "ngram_static": ("ngram", "auto"), "ngram_dynamic": ("ngram", "auto"), "heads": ("medusa", "auto")}
+
+
+def _check_flags_apply(args: argparse.Namespace, method: str) -> None:
+    """A method option given for a method it does not apply to is an error (it would be
+    ignored, and the user believe it in effect)."""
+    for dest, methods in _FLAG_METHODS.items():
+        if getattr(args, dest, None) is not None and method not in methods:
+            flag = "--" + dest.replace("_", "-")
+            raise ValueError(f"{flag} does not apply to --method {method}: it is for "
+                             f"{' or '.join(methods)}; drop it or pick one of those")
+
+
 def make_method_from_args(args: argparse.Namespace) -> "Proposer":
     spec = parse_spec(args.method)
     options: dict[str, Any] = {"length": args.draft_length}
@@ -135,4 +150,5 @@ def make_method_from_args(args: argparse.Namespace) -> "Proposer":
         options = {"heads": args.heads}
     elif spec.name == "plain":
         options = {}
+    _check_flags_apply(args, spec.name)
     return make_method(spec, **options)

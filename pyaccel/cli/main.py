@@ -9,7 +9,7 @@ from typing import Sequence
 
 from .. import registry
 from ..errors import PyaccelError
-from ..types import Result
+from ..types import Result, SamplingConfig
 from .args import add_method_args, add_model_args, add_sampling_args, make_method_from_args, open_model
 
 
@@ -29,7 +29,7 @@ def _add_generate(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") ->
 
 def _add_models(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
     p = sub.add_parser("models", help="list, pull and locate registry models")
-    msub = p.add_subparsers(dest="models_cmd", required=True)
+    msub = p.add_subparsers(dest="models_cmd", required=True, metavar="COMMAND")
     msub.add_parser("list", help="list known models and whether they are cached")
     pull = msub.add_parser("pull", help="download and verify a model into the cache")
     pull.add_argument("name")
@@ -47,7 +47,7 @@ def _add_models(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> N
 
 def _add_ngram(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
     p = sub.add_parser("ngram", help="build and inspect n-gram caches for --method ngram")
-    nsub = p.add_subparsers(dest="ngram_cmd", required=True)
+    nsub = p.add_subparsers(dest="ngram_cmd", required=True, metavar="COMMAND")
     build = nsub.add_parser("build", help="count the n-grams of a corpus into a static cache")
     build.add_argument("corpus", nargs="+", help="text files, or directories walked for *.py, *.md, *.txt, ...")
     build.add_argument("-m", "--model", default=None, help="the model (its tokenizer) the cache will draft for")
@@ -87,7 +87,7 @@ def _version() -> str:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="pyaccel", description=__doc__)
     parser.add_argument("--version", action="version", version=f"pyaccel {_version()}")
-    sub = parser.add_subparsers(dest="cmd", required=True)
+    sub = parser.add_subparsers(dest="cmd", required=True, metavar="COMMAND")
     _add_generate(sub)
     _add_models(sub)
     _add_ngram(sub)
@@ -170,8 +170,14 @@ def _cmd_generate(args: argparse.Namespace) -> int:
     from ..generator import Generator
 
     prompt = sys.stdin.read() if args.prompt == "-" else args.prompt
+    # Mistakes in the arguments are reported before the model takes seconds to load.
+    SamplingConfig(temperature=args.temperature, top_k=args.top_k, top_p=args.top_p, min_p=args.min_p,
+                   seed=args.seed).validate()
+    if args.max_tokens is not None and args.max_tokens < 0:
+        raise ValueError(f"--max-tokens must be >= 0, got {args.max_tokens}")
+    method = make_method_from_args(args)
     model = open_model(args)
-    gen = Generator(model, make_method_from_args(args))
+    gen = Generator(model, method)
     # Like llama-cli, an answer runs to its end unless told otherwise: the loop stops at
     # EOS, a stop string, or a full context.
     max_tokens = args.max_tokens if args.max_tokens is not None else model.n_ctx
@@ -210,8 +216,24 @@ def _cmd_chat_or_serve(args: argparse.Namespace) -> int:
     return chat(args) if args.cmd == "chat" else serve(args)
 
 
+def _parse(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> argparse.Namespace:
+    """parse_args, except that an unknown option is reported with the usage of the
+    subcommand it was given to (`pyaccel generate --bogus` shows generate's usage)."""
+    args, extra = parser.parse_known_args(argv)
+    if extra:
+        owner = parser
+        while True:
+            subs = [a for a in owner._actions if isinstance(a, argparse._SubParsersAction)]
+            chosen = getattr(args, subs[0].dest, None) if subs else None
+            if chosen is None:
+                break
+            owner = subs[0].choices[chosen]
+        owner.error(f"unrecognized arguments: {' '.join(extra)}")
+    return args
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    args = _parse(build_parser(), argv)
     try:
         if args.cmd == "models":
             return _cmd_models(args)

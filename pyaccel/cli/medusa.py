@@ -19,7 +19,7 @@ _RUN, _COLLECT, _TRAIN = RunConfig(), CollectConfig(), TrainConfig()
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    sub = p.add_subparsers(dest="medusa_cmd", required=True)
+    sub = p.add_subparsers(dest="medusa_cmd", required=True, metavar="COMMAND")
     train = sub.add_parser("train", help="collect the model's own answers and train heads on them (CPU, numpy)",
                            description="Generate the model's greedy answers to training prompts (Spec-Bench's "
                            "training split and pyaccel's code prompts, or --data), record its hidden states, and "
