@@ -137,6 +137,7 @@ class LlamaBackend:
         self._vocab = llama_cpp.llama_model_get_vocab(model)
         self.n_vocab = int(llama_cpp.llama_vocab_n_tokens(self._vocab))
         self.n_embd = int(llama_cpp.llama_model_n_embd(model))
+        self.n_ctx_train = int(llama_cpp.llama_model_n_ctx_train(model))
         # llama.cpp aborts the process when a batch (n_batch, clamped to n_ctx) has room for
         # fewer tokens than there are sequences; a tree has no more paths than nodes anyway.
         n_seq_max = max(1, min(config.n_seq_max, config.n_batch, config.n_ctx))

@@ -61,7 +61,10 @@ class Generator:
                 raise ValueError("the prompt is empty: give at least one character of text")
             tokens = self.target.tokenize(prompt)
         else:
-            tokens = [int(t) for t in prompt]
+            try:
+                tokens = [int(t) for t in prompt]
+            except TypeError:
+                raise TypeError(f"prompt must be text or a sequence of token ids, got {type(prompt).__name__}") from None
         return Request(prompt=tokens, max_tokens=max_tokens, sampling=sampling, stop=_stops(stop))
 
     def stream(

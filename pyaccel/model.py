@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import warnings
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
@@ -47,6 +48,10 @@ class Model:
                                n_seq_max=n_seq_max, n_batch=n_batch, embeddings=embeddings,
                                flash_attn=flash_attn, verbose=verbose)
         self.backend = LlamaBackend(self.path, config)
+        if 0 < self.backend.n_ctx_train < n_ctx:
+            warnings.warn(f"n_ctx={n_ctx} is beyond the {self.backend.n_ctx_train} tokens {self.path.name} was "
+                          "trained on: past those, expect worse output (and the cache costs memory for every token)",
+                          stacklevel=2)
         self.cache = TargetCache(self.backend)
         self.progress = progress
         self._costs: CostModel | None = None

@@ -134,6 +134,8 @@ def test_bad_arguments_are_clear(gemma: pyaccel.Model, kwargs: dict, match: str)
 def test_empty_prompt_is_clear(gemma: pyaccel.Model) -> None:
     with pytest.raises(ValueError, match="empty"):
         pyaccel.Generator(gemma, "plain").generate("")
+    with pytest.raises(TypeError, match="prompt must be text or a sequence of token ids, got NoneType"):
+        pyaccel.Generator(gemma, "plain").generate(None)  # type: ignore[arg-type]
 
 
 def test_prompt_longer_than_context_is_clear(gemma_path: Path) -> None:
@@ -154,6 +156,12 @@ def test_a_small_batch_opens_and_every_method_fits_it(gemma_path: Path, kwargs: 
         for spec in ("auto", "lookup", "lookahead"):
             got = pyaccel.Generator(small, spec).generate(prompt, max_tokens=8).tokens
             assert_greedy_equivalent(small, small.tokenize(prompt), want, got)
+
+
+def test_a_context_beyond_the_trained_one_is_warned_of(gemma: pyaccel.Model, gemma_path: Path) -> None:
+    trained = gemma.backend.n_ctx_train
+    with pytest.warns(UserWarning, match=f"beyond the {trained} tokens"):
+        pyaccel.Model(gemma_path, n_ctx=trained + 256, progress=False).close()
 
 
 def test_generation_stops_when_the_context_is_full(gemma_path: Path) -> None:
