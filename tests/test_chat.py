@@ -51,7 +51,7 @@ def test_turns_commands_and_interrupt(gemma_path: Path) -> None:
         assert second.split("What is the secret word?", 1)[1].strip()
 
         child.sendline("/stats")
-        child.expect(r"method plain; 2 answers \(0 stopped\), 48 tokens")
+        child.expect(r"method plain; 2 answers \(0 stopped with Ctrl-C\), 48 tokens in the 2 finished")
         child.expect_exact(">>> ")
 
         child.sendline("Write a very long story about a dragon.")
@@ -65,6 +65,13 @@ def test_turns_commands_and_interrupt(gemma_path: Path) -> None:
 
         child.sendline("/reset")
         child.expect_exact("[chat forgotten]")
+        child.expect_exact(">>> ")
+        child.sendline("/stats")  # the stopped answer counts; nothing of the chat stays in the context
+        child.expect(r"4 answers \(1 stopped with Ctrl-C\), 72 tokens in the 3 finished")
+        child.expect(r"history 0 messages, 0 of \d+ context tokens in use")
+        child.expect_exact(">>> ")
+        child.sendline("/foo")
+        child.expect_exact("[unknown command /foo] commands:")
         child.expect_exact(">>> ")
         forgotten, s4 = _turn(child, '"""What is the\nsecret word?"""')
         assert int(s4.group(4)) < int(s2.group(4))  # a prompt of one question only

@@ -205,7 +205,8 @@ def stats_text(session: Session) -> str:
     speed = t.new_tokens / t.decode_s if t.decode_s > 0 else 0.0
     tau = t.decoded_tokens / t.target_forwards if t.target_forwards else 0.0
     rate = t.accepted / t.drafted if t.drafted else 0.0
-    return (f"method {session.method}; {t.answers} answers ({t.stopped} stopped), {t.new_tokens} tokens, "
+    return (f"method {session.method}; {t.answers + t.stopped} answers ({t.stopped} stopped with Ctrl-C), "
+            f"{t.new_tokens} tokens in the {t.answers} finished, "
             f"{speed:.1f} tok/s, tau {tau:.2f}, drafted {t.drafted}, accepted {t.accepted} ({rate:.0%}); "
             f"prompts {t.prompt_tokens} tokens, {t.cached_prompt_tokens} of them cached; "
             f"history {len(session.messages)} messages, {len(session.model.cache)} of {session.model.n_ctx} "
@@ -219,6 +220,7 @@ def command_line(session: Session, line: str, out: TextIO) -> bool:
         return False
     if name == "/reset":
         session.messages.clear()
+        session.gen.reset()  # nothing of the old chat stays in the context either
         print("[chat forgotten]", file=out)
     elif name == "/stats":
         print(stats_text(session), file=out)
@@ -228,8 +230,10 @@ def command_line(session: Session, line: str, out: TextIO) -> bool:
             print("[system prompt set]", file=out)
         else:
             print(session.system or "[no system prompt]", file=out)
-    else:
+    elif name == "/help":
         print(HELP, file=out)
+    else:
+        print(f"[unknown command {name}] {HELP}", file=out)
     return True
 
 
