@@ -13,6 +13,7 @@ from .errors import (
     ModelLoadError,
     ModelNotFoundError,
     ModelOutputError,
+    ProposerFailedWarning,
     PullError,
     PyaccelError,
 )
@@ -50,6 +51,7 @@ __all__ = [
     "ModelLoadError",
     "ModelNotFoundError",
     "ModelOutputError",
+    "ProposerFailedWarning",
     "NgramCacheDrafter",
     "NoDraft",
     "PromptLookup",

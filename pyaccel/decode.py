@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import os
 import time
+import warnings
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Iterator, Sequence
@@ -30,7 +31,7 @@ import numpy as np
 
 from . import _core
 from .backend import Detokenizer, LlamaBackend
-from .errors import ContextOverflowError, ModelOutputError
+from .errors import ContextOverflowError, ModelOutputError, ProposerFailedWarning
 from .kvcache import TargetCache
 from .stops import StopMatcher
 from .types import Draft, Result, SamplingConfig, Stats, StepOutcome
@@ -215,6 +216,7 @@ class _State:
     rng: _core.Rng
     history: list[int]  # prompt + every committed token; the last is the pending root
     stats: Stats = field(default_factory=Stats)
+    failed: bool = False  # a built-in proposer failed: the rest of the generation decodes plainly
 
 
 def _budget(backend: LlamaBackend, st: _State) -> int | None:
@@ -231,7 +233,14 @@ def _step(backend: LlamaBackend, cache: TargetCache, proposer: "Proposer", st: _
     n_past = len(st.history) - 1
     root = st.history[-1]
     td = time.perf_counter()
-    draft = proposer.propose(st.history, budget) if budget > 0 else Draft.empty()
+    draft = Draft.empty()
+    if budget > 0 and not st.failed:
+        try:  # (try costs nothing in the step; a context manager would cost two calls)
+            draft = proposer.propose(st.history, budget)
+        except Exception as exc:
+            if not _builtin(proposer):
+                raise
+            _failed(proposer, st, exc)
     room = min(backend.n_ctx - n_past - 1, backend.max_batch - 1)
     check_draft(draft, budget, backend.n_vocab, proposer.name, room)
     te = time.perf_counter()
@@ -253,8 +262,41 @@ def _step(backend: LlamaBackend, cache: TargetCache, proposer: "Proposer", st: _
     _commit_kv(backend, p, res.path, n_past + 1 + len(tokens))
     cache.record([root] + tokens)
     stats.record_draft(p.depth_counts, len(tokens))
-    proposer.observe(outcome)
+    if not st.failed:
+        try:
+            proposer.observe(outcome)
+        except Exception as exc:
+            if not _builtin(proposer):
+                raise
+            _failed(proposer, st, exc)
     return tokens + [outcome.next_token]
+
+
+def _builtin(proposer: "Proposer") -> bool:
+    return type(proposer).__module__.startswith("pyaccel.methods.")
+
+
+@contextmanager
+def _guarded(proposer: "Proposer", st: _State) -> Iterator[None]:
+    """A built-in proposer that fails is a bug in pyaccel, not in the user's call: warn and
+    decode the rest of the generation plainly (lossless either way). A user's own proposer
+    fails loudly, as its author needs to see."""
+    try:
+        yield
+    except Exception as exc:
+        if not _builtin(proposer):
+            raise
+        _failed(proposer, st, exc)
+
+
+def _failed(proposer: "Proposer", st: _State, exc: Exception) -> None:
+    """Note a built-in proposer's failure: once per generation, a warning; from now on the
+    generation decodes plainly."""
+    if not st.failed:  # one warning per generation (end() may fail after propose() did)
+        st.failed = True
+        warnings.warn(f"method {proposer.name!r} failed ({type(exc).__name__}: {exc}); this generation goes on "
+                      "with plain decoding, its output unchanged. This is a bug in pyaccel: please report it "
+                      "with the prompt", ProposerFailedWarning, stacklevel=2)
 
 
 @contextmanager
@@ -307,7 +349,8 @@ def run(backend: LlamaBackend, cache: TargetCache, proposer: "Proposer", req: Re
         first = _core.sample(backend.logits_rows()[-1], st.params, st.rng)
     t1 = time.perf_counter()
     st.stats.prefill_s = t1 - t0
-    proposer.begin(list(req.prompt), req.sampling)  # before any other decode: it may read the prefill's rows
+    with _guarded(proposer, st):
+        proposer.begin(list(req.prompt), req.sampling)  # before any other decode: it may read the prefill's rows
     try:
         yield from _commit(st, [first])
         while st.emitter.finish is None:
@@ -319,7 +362,8 @@ def run(backend: LlamaBackend, cache: TargetCache, proposer: "Proposer", req: Re
                 break
             yield from _commit(st, _step(backend, cache, proposer, st, budget))
     finally:
-        proposer.end()
+        with _guarded(proposer, st):
+            proposer.end()
         cache.settle(st.history[:-1])  # every committed token but the pending root
     st.stats.new_tokens = len(st.emitter.tokens)
     st.stats.decode_s = time.perf_counter() - t1

@@ -29,3 +29,8 @@ class ContextOverflowError(PyaccelError, ValueError):
 
 class ModelOutputError(PyaccelError, ValueError):
     """The model produced something unusable (NaN or inf logits)."""
+
+
+class ProposerFailedWarning(UserWarning):
+    """A built-in method failed inside a generation (a bug in pyaccel): the generation went
+    on with plain decoding, so its output is still the model's own."""

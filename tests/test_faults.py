@@ -107,6 +107,44 @@ def test_bad_proposer_output_is_a_clear_error_and_the_model_stays_usable(gemma: 
     assert pyaccel.Generator(gemma, "plain").generate("def add(a, b):", max_tokens=N_TOKENS).tokens == want
 
 
+@pytest.mark.parametrize(("spec", "hook"), [("lookup", "propose"), ("auto", "propose"), ("auto", "observe"),
+                                           ("auto", "begin")])
+def test_a_failing_builtin_method_warns_and_the_generation_goes_on_plainly(
+        gemma: pyaccel.Model, monkeypatch: pytest.MonkeyPatch, spec: str, hook: str) -> None:
+    """A bug inside a built-in method (here one raised on purpose at its third call) must
+    not cost the user their answer: a warning, then plain decoding, the same output."""
+    prompt = "a = [1, 2, 3, 4, 5, 6, 7, 8]\nb = [1, 2, 3, 4, 5, 6, 7, 8]\nc = [1, 2,"
+    gen = pyaccel.Generator(gemma, spec)
+    calls = {"n": 0}
+    original = getattr(type(gen.method), hook)
+
+    def failing(self, *args):  # type: ignore[no-untyped-def]
+        calls["n"] += 1
+        if calls["n"] == (1 if hook == "begin" else 3):
+            raise RuntimeError("injected")
+        return original(self, *args)
+
+    monkeypatch.setattr(type(gen.method), hook, failing)
+    with pytest.warns(pyaccel.ProposerFailedWarning, match=f"method '{spec}' failed \\(RuntimeError: injected\\)"):
+        got = gen.generate(prompt, max_tokens=N_TOKENS)
+    want = pyaccel.Generator(gemma, "plain").generate(prompt, max_tokens=N_TOKENS).tokens
+    assert_greedy_equivalent(gemma, gemma.tokenize(prompt), want, got.tokens)
+    monkeypatch.undo()
+    again = gen.generate(prompt, max_tokens=N_TOKENS)  # the next generation drafts again
+    assert again.stats.drafted > 0
+
+
+def test_a_users_own_proposer_that_fails_raises(gemma: pyaccel.Model) -> None:
+    class Broken(pyaccel.Proposer):
+        name = "broken"
+
+        def propose(self, tokens: list[int], budget: int) -> Draft:
+            raise RuntimeError("my bug")
+
+    with pytest.raises(RuntimeError, match="my bug"):
+        pyaccel.Generator(gemma, Broken()).generate("def add(a, b):", max_tokens=4)
+
+
 @pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
 def test_non_finite_logits_are_a_clear_error(gemma: pyaccel.Model, bad: float) -> None:
     gen = pyaccel.Generator(gemma, "lookup:length=3")
