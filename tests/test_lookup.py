@@ -81,20 +81,6 @@ def test_a_learnt_deletion_drafts_and_the_output_stays_plain(gemma: pyaccel.Mode
     assert_greedy_equivalent(gemma, prompt, want, got.tokens)
 
 
-@pytest.mark.parametrize("spec", ["lookup", "auto"])
-def test_a_seed_reproduces_a_fresh_generators_sample(gemma: pyaccel.Model, spec: str) -> None:
-    """What a method learns from a call changes its later drafts, and drafts change the
-    batches the logits come from; a seeded sample is reproduced by a fresh Generator."""
-    q = "What is the capital of France and why is it famous?"
-    prompt = (f"<start_of_turn>user\n{q}<end_of_turn>\n<start_of_turn>model\nYou asked: what is the capital of "
-              f"Frnce and why is it famous? Paris.<end_of_turn>\n<start_of_turn>user\n{q}<end_of_turn>\n"
-              "<start_of_turn>model\n")
-    kw = dict(max_tokens=32, temperature=0.8, seed=3)
-    first = pyaccel.Generator(gemma, spec).generate(prompt, **kw)
-    assert first.stats.drafted > 0
-    assert pyaccel.Generator(gemma, spec).generate(prompt, **kw).tokens == first.tokens
-
-
 def test_copying_gives_long_accepted_drafts(gemma: pyaccel.Model) -> None:
     gemma.cache.truncate(0)  # a reused prefix changes batch numerics, hence the output
     fast = pyaccel.Generator(gemma, PromptLookup(length=16))
