@@ -25,7 +25,7 @@ import time
 import warnings
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence, TypeVar
 
 import numpy as np
 
@@ -38,6 +38,8 @@ from .types import Draft, Result, SamplingConfig, Stats, StepOutcome
 
 if TYPE_CHECKING:
     from .methods.base import Proposer
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -233,14 +235,12 @@ def _step(backend: LlamaBackend, cache: TargetCache, proposer: "Proposer", st: _
     n_past = len(st.history) - 1
     root = st.history[-1]
     td = time.perf_counter()
-    draft = Draft.empty()
     if budget > 0 and not st.failed:
-        try:  # (try costs nothing in the step; a context manager would cost two calls)
-            draft = proposer.propose(st.history, budget)
-        except Exception as exc:
-            if not _builtin(proposer):
-                raise
-            _failed(proposer, st, exc)
+        draft = _guarded(proposer, st, proposer.propose, st.history, budget)
+        if st.failed:  # it failed just now
+            draft = Draft.empty()
+    else:
+        draft = Draft.empty()
     room = min(backend.n_ctx - n_past - 1, backend.max_batch - 1)
     check_draft(draft, budget, backend.n_vocab, proposer.name, room)
     te = time.perf_counter()
@@ -263,12 +263,7 @@ def _step(backend: LlamaBackend, cache: TargetCache, proposer: "Proposer", st: _
     cache.record([root] + tokens)
     stats.record_draft(p.depth_counts, len(tokens))
     if not st.failed:
-        try:
-            proposer.observe(outcome)
-        except Exception as exc:
-            if not _builtin(proposer):
-                raise
-            _failed(proposer, st, exc)
+        _guarded(proposer, st, proposer.observe, outcome)
     return tokens + [outcome.next_token]
 
 
@@ -276,27 +271,22 @@ def _builtin(proposer: "Proposer") -> bool:
     return type(proposer).__module__.startswith("pyaccel.methods.")
 
 
-@contextmanager
-def _guarded(proposer: "Proposer", st: _State) -> Iterator[None]:
-    """A built-in proposer that fails is a bug in pyaccel, not in the user's call: warn and
-    decode the rest of the generation plainly (lossless either way). A user's own proposer
-    fails loudly, as its author needs to see."""
+def _guarded(proposer: "Proposer", st: _State, call: Callable[..., T], *args: Any) -> T | None:
+    """call(*args), one of `proposer`'s hooks. A built-in proposer that fails is a bug in
+    pyaccel, not in the user's call: warn (once per generation), set st.failed, return
+    None, and the rest of the generation decodes plainly (lossless either way). A user's
+    own proposer fails loudly, as its author needs to see."""
     try:
-        yield
+        return call(*args)
     except Exception as exc:
         if not _builtin(proposer):
             raise
-        _failed(proposer, st, exc)
-
-
-def _failed(proposer: "Proposer", st: _State, exc: Exception) -> None:
-    """Note a built-in proposer's failure: once per generation, a warning; from now on the
-    generation decodes plainly."""
-    if not st.failed:  # one warning per generation (end() may fail after propose() did)
-        st.failed = True
-        warnings.warn(f"method {proposer.name!r} failed ({type(exc).__name__}: {exc}); this generation goes on "
-                      "with plain decoding, its output unchanged. This is a bug in pyaccel: please report it "
-                      "with the prompt", ProposerFailedWarning, stacklevel=2)
+        if not st.failed:  # one warning per generation (end() may fail after propose() did)
+            st.failed = True
+            warnings.warn(f"method {proposer.name!r} failed ({type(exc).__name__}: {exc}); this generation goes "
+                          "on with plain decoding, its output unchanged. This is a bug in pyaccel: please report "
+                          "it with the prompt", ProposerFailedWarning, stacklevel=2)
+        return None
 
 
 @contextmanager
@@ -349,8 +339,8 @@ def run(backend: LlamaBackend, cache: TargetCache, proposer: "Proposer", req: Re
         first = _core.sample(backend.logits_rows()[-1], st.params, st.rng)
     t1 = time.perf_counter()
     st.stats.prefill_s = t1 - t0
-    with _guarded(proposer, st):
-        proposer.begin(list(req.prompt), req.sampling)  # before any other decode: it may read the prefill's rows
+    # before any other decode: it may read the prefill's rows
+    _guarded(proposer, st, proposer.begin, list(req.prompt), req.sampling)
     try:
         yield from _commit(st, [first])
         while st.emitter.finish is None:
@@ -362,8 +352,7 @@ def run(backend: LlamaBackend, cache: TargetCache, proposer: "Proposer", req: Re
                 break
             yield from _commit(st, _step(backend, cache, proposer, st, budget))
     finally:
-        with _guarded(proposer, st):
-            proposer.end()
+        _guarded(proposer, st, proposer.end)
         cache.settle(st.history[:-1])  # every committed token but the pending root
     st.stats.new_tokens = len(st.emitter.tokens)
     st.stats.decode_s = time.perf_counter() - t1
