@@ -142,7 +142,7 @@ def measure_decode_costs(backend: LlamaBackend, max_batch: int = MAX_MEASURED_BA
     padded with filler tokens to `measure_depth(backend)`; with `deep`, time SWEEP_SIZES
     again at each of `sweep_depths(backend)`. The filler is removed afterwards."""
     origin = backend.kv_pos_max(0) + 1
-    depth = max(0, min(measure_depth(backend) - origin, backend.n_ctx - origin - max_batch - 2))
+    depth = _filler_depth(backend, origin, max_batch)
     max_batch = min(max_batch, backend.max_batch, backend.n_ctx - origin - depth - 2)
     if max_batch < 1:
         raise ValueError("the context is too full to measure decode costs: use a larger n_ctx")
@@ -179,7 +179,7 @@ def single_token_ratios(numerator: LlamaBackend, denominator: LlamaBackend, roun
     try:
         starts = []
         for b, origin in zip((numerator, denominator), origins):
-            depth = max(0, min(measure_depth(b) - origin, b.n_ctx - origin - 3))
+            depth = _filler_depth(b, origin, 1)
             if depth:
                 b.prefill(_filler(depth, origin, b.n_vocab), start_pos=origin)
             starts.append(origin + depth)
@@ -195,6 +195,12 @@ def single_token_ratios(numerator: LlamaBackend, denominator: LlamaBackend, roun
             bar.close()
         for b, origin in zip((numerator, denominator), origins):
             b.kv_remove(0, origin, -1)
+
+
+def _filler_depth(backend: LlamaBackend, origin: int, max_batch: int) -> int:
+    """Filler tokens to place after `origin` so that decodes of up to `max_batch` tokens are
+    timed at `measure_depth(backend)`, leaving them room in the context."""
+    return max(0, min(measure_depth(backend) - origin, backend.n_ctx - origin - max_batch - 2))
 
 
 def _filler(n: int, offset: int, n_vocab: int) -> np.ndarray:
