@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -162,3 +165,14 @@ def test_single_token_ratios_fill_each_model_once_and_leave_both_caches(gemma: p
     assert gemma.backend.kv_pos_max(0) == before
     assert len(ratios) == 3 and all(0.3 < r < 3.0 for r in ratios)
     gemma.cache.truncate(0)
+
+
+@pytest.mark.parametrize("given, expected", [({}, "100000"), ({"GOMP_SPINCOUNT": "5"}, "5"),
+                                             ({"OMP_WAIT_POLICY": "active"}, None)])
+def test_the_barrier_spin_is_shortened_unless_the_user_chose_one(given: dict[str, str], expected: str | None) -> None:
+    # libgomp reads it when llama.cpp loads, so each case is a fresh interpreter.
+    env = {k: v for k, v in os.environ.items() if k not in ("GOMP_SPINCOUNT", "OMP_WAIT_POLICY")}
+    code = "import os, pyaccel.backend; print(os.environ.get('GOMP_SPINCOUNT'))"
+    out = subprocess.run([sys.executable, "-c", code], env={**env, **given}, capture_output=True, text=True,
+                         check=True).stdout.strip()
+    assert out == str(expected)
