@@ -32,9 +32,9 @@ def _shorter_barrier_spins() -> None:
     and libgomp lets a waiting thread spin 300,000 times before it sleeps. When other
     programs keep the cores busy, the thread a barrier waits for is descheduled while the
     others spin out their time slices: on the 2-core AMD EPYC host with two busy processes,
-    plain decoding went from 4.4 to 15.5 tokens/s (Qwen2.5-Coder-1.5B) and from 5.2 to 34.1
-    (Gemma 3 270M) with 100,000 spins (medians), the same speed on the idle machine
-    (docs/benchmarks.md; 1,000 spins cost 1.5% there). libgomp
+    plain decoding went from 6.7 to 15.5 tokens/s (Qwen2.5-Coder-1.5B) and from 9.1 to 25.8
+    (Gemma 3 270M) with 100,000 spins (medians of runs), the same speed on the idle machine
+    (docs/benchmarks.md; 1,000 spins did better busy but cost 1.5% idle). libgomp
     reads the setting once, when llama.cpp loads it, so it is made here, before the import,
     and only where the user has chosen no spin count or wait policy of their own."""
     if "llama_cpp" not in sys.modules and not {"GOMP_SPINCOUNT", "OMP_WAIT_POLICY"} & set(os.environ):
@@ -403,6 +403,11 @@ class LlamaBackend:
 
     # ---- chat ------------------------------------------------------------------------------
 
+    @property
+    def chat_template(self) -> str | None:
+        """The chat template the GGUF file ships (its `tokenizer.chat_template`), None if none."""
+        return self.metadata("tokenizer.chat_template") or None
+
     def chat_formatter(self) -> Jinja2ChatFormatter:
         """The model's chat template, compiled on first use (every chat turn and server
         request formats with it)."""
@@ -411,8 +416,8 @@ class LlamaBackend:
         return self._formatter
 
     def _compile_formatter(self) -> Jinja2ChatFormatter:
-        template = self.metadata("tokenizer.chat_template")
-        if not template:
+        template = self.chat_template
+        if template is None:
             raise ValueError(
                 f"{self.path.name} has no chat template in its metadata: use generate() with a raw prompt"
             )

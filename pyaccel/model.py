@@ -109,7 +109,7 @@ class Model:
         plain = chat_format.normalize(messages)
         if not plain:
             raise ValueError("messages is empty: give at least one {'role': ..., 'content': ...}")
-        if self.backend.metadata("tokenizer.chat_template"):
+        if self.backend.chat_template is not None:
             formatted = self.backend.chat_formatter()(messages=plain)
             return self.backend.tokenize(formatted.prompt, add_special=not formatted.added_special, parse_special=True)
         fmt = chat_format.TURN_FORMATS.get(self.backend.metadata("general.architecture") or "")

@@ -85,6 +85,7 @@ def test_two_branches_in_one_batch_match_each_branch_alone(gemma_path: Path) -> 
 
 
 def test_chat_template_comes_from_the_gguf(qwen_draft: pyaccel.Model) -> None:
+    assert "<|im_start|>" in (qwen_draft.backend.chat_template or "")
     tokens = qwen_draft.chat_prompt([{"role": "user", "content": "hi"}])
     text = qwen_draft.backend.detokenize(tokens)
     assert tokens.count(qwen_draft.tokenize("<|im_start|>", add_special=False)[0]) >= 2

@@ -106,7 +106,7 @@ def test_common_prompt_prefix_is_reused(gemma: pyaccel.Model) -> None:
 
 def test_chat_without_a_template_uses_the_family_turn_format(gemma: pyaccel.Model) -> None:
     """Gemma 3 270M's file ships no chat template: chat() renders Gemma's turns itself."""
-    assert not gemma.backend.metadata("tokenizer.chat_template")
+    assert gemma.backend.chat_template is None
     messages = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi"}]
     want = gemma.tokenize("<start_of_turn>user\nBe brief.\n\nHi<end_of_turn>\n<start_of_turn>model\n")
     assert gemma.chat_prompt(messages) == want

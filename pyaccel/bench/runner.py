@@ -110,7 +110,7 @@ def _chat_tokens(model: "Model", text: str, templated: bool) -> list[int]:
 def _has_chat_template(model: "Model") -> bool:
     """Does the GGUF file ship a chat template? (Without one the suites' texts are given
     raw, as to a base model, not in a built-in turn format.)"""
-    return bool(model.backend.metadata("tokenizer.chat_template"))
+    return model.backend.chat_template is not None
 
 
 def _measure_round(model: "Model", runners: Sequence[Runner], prompt: list[int], max_tokens: int, rnd: int,

@@ -97,7 +97,7 @@ def open_model(name: str, cfg: CollectConfig, n_threads: int | None = None, prog
 def prompt_tokens(model: "Model", text: str) -> list[int]:
     """`text` as one user turn of the model's chat template; a model without a template
     (a base model) gets the text itself."""
-    if model.backend.metadata("tokenizer.chat_template") is None:
+    if model.backend.chat_template is None:
         return model.tokenize(text + "\n")
     return model.chat_prompt([{"role": "user", "content": text}])
 
