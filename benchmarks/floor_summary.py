@@ -2,9 +2,9 @@
 every run's speedup with a bootstrap 95% interval, and the method's own time per step
 (the bench's draft_s and overhead_s over the steps, steps = decoded tokens / tau), and
 over its runs that gained nothing (tau <= 1.005) the geometric mean of its target time
-over plain's in the same round, with a bootstrap 95% interval: above the control's, the
-method would slow the target's own passes (its batches, its cache use), not just draft in
-vain.
+over plain's in the same round, with a bootstrap 95% interval, and their median (one
+disturbed run moves the mean, not the median): above the control's, the method would slow
+the target's own passes (its batches, its cache use), not just draft in vain.
 
     python benchmarks/floor_summary.py bench-results/floor20.json --void specbench:writing:1
 
@@ -88,7 +88,7 @@ def main() -> int:
         idle_text = "-"
         if len(idle):
             ratio, r_low, r_high = geometric_mean(idle)
-            idle_text = f"{ratio:.3f} ({r_low:.3f}-{r_high:.3f}; {len(idle)} runs)"
+            idle_text = f"{ratio:.3f} ({r_low:.3f}-{r_high:.3f}; {len(idle)} runs; median {np.median(idle):.3f})"
         print(f"| {method} | {len(runs)} | {mean:.3f}x | {low:.3f}-{high:.3f} | "
               f"{own_ms_per_step(runs, 'draft_s'):.2f} | {own_ms_per_step(runs, 'overhead_s'):.2f} | {share:.2f} "
               f"| {idle_text} |")
