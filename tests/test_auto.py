@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Sequence
 
 import numpy as np
@@ -45,6 +46,19 @@ def test_shared_prefixes_become_one_node_with_the_larger_estimate() -> None:
     assert tree.shared.tolist() == [True, True, False, False]
     # 7 and 8 are exclusive continuations of [5, 6]: 0.729 + 0.125 > 0.81, so 8 gets what 7 leaves.
     assert tree.path_probs[2:].tolist() == pytest.approx([0.729, 0.81 - 0.729])
+    # Each proposer's own estimate of each node it put there; -1 where it did not.
+    assert tree.held[:, tree.sources.index("lookup")].tolist() == pytest.approx([0.9, 0.81, 0.729, -1.0])
+    assert tree.held[:, tree.sources.index("lookahead")].tolist() == pytest.approx([0.5, 0.25, -1.0, 0.125])
+    assert not tree.held_learnt.any()
+
+
+def test_a_proposer_offering_a_node_twice_is_held_at_its_larger_estimate() -> None:
+    low, high = chain([5, 6], 0.3, "lookahead"), chain([5, 9], 0.6, "lookahead")
+    learnt = replace(Candidate.chain([5], np.array([0.95]), "lookup"), learnt=True)
+    tree = merge_trees([low, high, learnt], max_leaves=8)
+    root = tree.tokens.tolist().index(5)
+    assert tree.held[root, tree.sources.index("lookahead")] == pytest.approx(0.6)
+    assert tree.held_learnt[root].tolist() == [s == "lookup" for s in tree.sources]
 
 
 def test_a_tree_candidate_keeps_its_shape() -> None:

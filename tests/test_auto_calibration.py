@@ -51,6 +51,25 @@ def test_an_overconfident_proposer_is_distrusted_most_in_its_band() -> None:
             assert probs[i] <= probs[par] + 1e-12
 
 
+def test_a_shared_node_is_evidence_about_every_proposer_that_offered_it() -> None:
+    """A node two proposers put at one place is verified once; its outcome counts for both,
+    each at its own estimate, so a proposer whose right guesses are mostly shared (and so
+    owned by the other) is not judged by its unshared guesses alone. A learnt estimate is
+    not recorded, whoever holds the node."""
+    lookup, pool = chain([5, 6], 0.9, "lookup"), chain([5, 7], 0.4, "pool")
+    tree = merge_trees([lookup, pool], max_leaves=8)
+    cal = Calibration(CalibrationTuning(decay=1.0))
+    root, six = tree.tokens.tolist().index(5), tree.tokens.tolist().index(6)
+    cal.record(tree, np.array([root, six]), np.array([root]))
+    for source, predicted, accepted in (("lookup", 0.9 + 0.81, 1.0), ("pool", 0.4, 1.0)):
+        pred, acc = cal._rows(source)
+        assert pred.sum() == pytest.approx(predicted) and acc.sum() == pytest.approx(accepted)
+    learnt = merge_trees([replace(Candidate.chain([5], np.array([0.95]), "lookup"), learnt=True), pool], max_leaves=8)
+    cal = Calibration(CalibrationTuning(decay=1.0))
+    cal.record(learnt, np.array([0]), np.array([0]))
+    assert cal.summary() == {"calibration_pool": pytest.approx(1.0 / 0.4)}
+
+
 def test_a_well_calibrated_proposer_keeps_its_estimates() -> None:
     tree = merge_trees([chain([10], 0.5, "lookup")], max_leaves=8)
     cal = Calibration(CalibrationTuning(decay=1.0))

@@ -27,6 +27,16 @@ the lowest band). auto then drafted, mostly 3-token guesses, at 24 of the 53 ste
 code before the copy resumed and kept 12 of the 70 tokens. An estimate too low only costs the drafts it forgoes, and each
 proposer raises its own estimates where its drafts succeed (lookup from every position).
 
+A node several proposers put at one place is verified once, and its outcome is evidence
+about each of them at its own estimate. Credited to its owner alone (the one with the
+largest estimate), a proposer whose right guesses mostly coincide with another's was
+judged by its unshared guesses, the harder ones: the lookahead pool's, whose hits prompt
+lookup mostly offered too, so the record distrusted it where it alone had a guess.
+Replayed on a flat, GPU-like curve (`benchmarks/mix_curves.py`, docs/benchmarks.md) the
+mix of the two went from behind lookup alone (1.319x against 1.320x over the 42 floor
+prompts) to ahead of it (1.326x); on the AMD EPYC host's steep curve no pool node pays and
+nothing changed.
+
 The record carries over from call to call on the same Generator (how a proposer's
 estimates err on a user's text is what transfers), fading by `decay` per step.
 
@@ -164,17 +174,19 @@ class Calibration:
 
     def record(self, tree: MergedTree, verified: npt.NDArray[np.int64], accepted: npt.NDArray[np.int64]) -> None:
         """Verification of tree nodes `verified` kept `accepted` (tree node ids, both); one
-        step of fading first. Learnt estimates are left out."""
+        step of fading first. A node is evidence about every proposer that put it there,
+        each at its own estimate (at most the node's, which sibling caps may have lowered);
+        learnt estimates are left out."""
         self.fade()
-        verified = verified[~tree.learnt[verified]]
         if not len(verified):
             return
-        kept = np.isin(verified, accepted)
+        kept = np.isin(verified, accepted).astype(np.float64)
+        capped = tree.path_probs[verified]
         for s, source in enumerate(tree.sources):
-            mine = tree.owner[verified] == s
-            if not mine.any():
-                continue
-            self.add(source, tree.path_probs[verified][mine], kept[mine].astype(np.float64))
+            est = tree.held[verified, s]
+            mine = (est >= 0.0) & ~tree.held_learnt[verified, s]
+            if mine.any():
+                self.add(source, np.minimum(est[mine], capped[mine]), kept[mine])
 
     def add(self, source: str, probs: npt.NDArray[np.float64], kept: npt.NDArray[np.float64]) -> None:
         """`probs` predicted and `kept` accepted nodes of `source`, each in its band."""

@@ -33,7 +33,9 @@ class MergedTree:
     """One prefix tree: node i holds tokens[i] under parents[i] (-1: the root), accepted with
     probability path_probs[i]; owner[i] indexes `sources` (whose estimate it carries);
     shared[i]: more than one proposer put it there; learnt[i]: its estimate is one auto takes
-    as it is (`Candidate.learnt`)."""
+    as it is (`Candidate.learnt`); held[i, s]: source s's own estimate of node i (the
+    largest where s put it there more than once; -1 where s did not), held_learnt[i, s]
+    whether that estimate is a learnt one."""
 
     tokens: npt.NDArray[np.int32]
     parents: npt.NDArray[np.int32]
@@ -42,6 +44,8 @@ class MergedTree:
     shared: npt.NDArray[np.bool_]
     sources: tuple[str, ...]
     learnt: npt.NDArray[np.bool_]
+    held: npt.NDArray[np.float64]
+    held_learnt: npt.NDArray[np.bool_]
 
     def __len__(self) -> int:
         return int(self.tokens.shape[0])
@@ -58,6 +62,7 @@ class _Builder:
     owner: list[int] = field(default_factory=list)
     holders: list[int] = field(default_factory=list)  # bit s: source s put the node there
     learnt: list[bool] = field(default_factory=list)
+    held: list[dict[int, tuple[float, bool]]] = field(default_factory=list)  # per node: source -> (estimate, learnt)
     has_child: list[bool] = field(default_factory=list)
     index: dict[tuple[int, int], int] = field(default_factory=dict)
     leaves: int = 0
@@ -67,6 +72,8 @@ class _Builder:
         would exceed max_leaves (each leaf is one attention sequence of the pass)."""
         node = self.index.get((parent, token))
         if node is not None:
+            if prob > self.held[node].get(source, (-1.0, False))[0]:
+                self.held[node][source] = (prob, learnt)
             if prob > self.probs[node]:
                 self.probs[node], self.owner[node], self.learnt[node] = prob, source, learnt
             self.holders[node] |= 1 << source
@@ -87,6 +94,7 @@ class _Builder:
         self.owner.append(source)
         self.holders.append(1 << source)
         self.learnt.append(learnt)
+        self.held.append({source: (prob, learnt)})
         self.has_child.append(False)
         return node
 
@@ -105,9 +113,15 @@ def merge_trees(candidates: Sequence[Candidate], max_leaves: int) -> MergedTree:
             placed.append(None if at is None else b.add(at, tok, prob, src, cand.learnt))
     parents = np.asarray(b.parents, dtype=np.int32)
     shared = np.asarray([h & (h - 1) != 0 for h in b.holders], dtype=bool)  # more than one bit set
+    held = np.full((len(b.tokens), len(sources)), -1.0)
+    held_learnt = np.zeros((len(b.tokens), len(sources)), dtype=bool)
+    for i, mine in enumerate(b.held):
+        for src, (prob, learnt) in mine.items():
+            held[i, src], held_learnt[i, src] = prob, learnt
     return MergedTree(np.asarray(b.tokens, dtype=np.int32), parents,
                       cap_siblings(parents, np.asarray(b.probs, dtype=np.float64)),
-                      np.asarray(b.owner, dtype=np.int64), shared, sources, np.asarray(b.learnt, dtype=bool))
+                      np.asarray(b.owner, dtype=np.int64), shared, sources, np.asarray(b.learnt, dtype=bool),
+                      held, held_learnt)
 
 
 def cap_siblings(parents: npt.NDArray[np.int32], probs: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
