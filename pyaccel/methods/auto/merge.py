@@ -60,7 +60,6 @@ class _Builder:
     parents: list[int] = field(default_factory=list)
     probs: list[float] = field(default_factory=list)
     owner: list[int] = field(default_factory=list)
-    holders: list[int] = field(default_factory=list)  # bit s: source s put the node there
     learnt: list[bool] = field(default_factory=list)
     held: list[dict[int, tuple[float, bool]]] = field(default_factory=list)  # per node: source -> (estimate, learnt)
     has_child: list[bool] = field(default_factory=list)
@@ -76,7 +75,6 @@ class _Builder:
                 self.held[node][source] = (prob, learnt)
             if prob > self.probs[node]:
                 self.probs[node], self.owner[node], self.learnt[node] = prob, source, learnt
-            self.holders[node] |= 1 << source
             return node
         # A child of the root or of a node with children is a new path; a first child
         # extends its parent's path.
@@ -92,7 +90,6 @@ class _Builder:
         self.parents.append(parent)
         self.probs.append(prob)
         self.owner.append(source)
-        self.holders.append(1 << source)
         self.learnt.append(learnt)
         self.held.append({source: (prob, learnt)})
         self.has_child.append(False)
@@ -112,12 +109,12 @@ def merge_trees(candidates: Sequence[Candidate], max_leaves: int) -> MergedTree:
             at = -1 if par < 0 else placed[par]
             placed.append(None if at is None else b.add(at, tok, prob, src, cand.learnt))
     parents = np.asarray(b.parents, dtype=np.int32)
-    shared = np.asarray([h & (h - 1) != 0 for h in b.holders], dtype=bool)  # more than one bit set
     held = np.full((len(b.tokens), len(sources)), -1.0)
     held_learnt = np.zeros((len(b.tokens), len(sources)), dtype=bool)
     for i, mine in enumerate(b.held):
         for src, (prob, learnt) in mine.items():
             held[i, src], held_learnt[i, src] = prob, learnt
+    shared = np.count_nonzero(held >= 0.0, axis=1) > 1
     return MergedTree(np.asarray(b.tokens, dtype=np.int32), parents,
                       cap_siblings(parents, np.asarray(b.probs, dtype=np.float64)),
                       np.asarray(b.owner, dtype=np.int64), shared, sources, np.asarray(b.learnt, dtype=bool),
