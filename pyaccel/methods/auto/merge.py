@@ -60,7 +60,6 @@ class _Builder:
     parents: list[int] = field(default_factory=list)
     probs: list[float] = field(default_factory=list)
     owner: list[int] = field(default_factory=list)
-    learnt: list[bool] = field(default_factory=list)
     held: list[dict[int, tuple[float, bool]]] = field(default_factory=list)  # per node: source -> (estimate, learnt)
     has_child: list[bool] = field(default_factory=list)
     index: dict[tuple[int, int], int] = field(default_factory=dict)
@@ -74,7 +73,7 @@ class _Builder:
             if prob > self.held[node].get(source, (-1.0, False))[0]:
                 self.held[node][source] = (prob, learnt)
             if prob > self.probs[node]:
-                self.probs[node], self.owner[node], self.learnt[node] = prob, source, learnt
+                self.probs[node], self.owner[node] = prob, source
             return node
         # A child of the root or of a node with children is a new path; a first child
         # extends its parent's path.
@@ -90,7 +89,6 @@ class _Builder:
         self.parents.append(parent)
         self.probs.append(prob)
         self.owner.append(source)
-        self.learnt.append(learnt)
         self.held.append({source: (prob, learnt)})
         self.has_child.append(False)
         return node
@@ -115,10 +113,11 @@ def merge_trees(candidates: Sequence[Candidate], max_leaves: int) -> MergedTree:
         for src, (prob, learnt) in mine.items():
             held[i, src], held_learnt[i, src] = prob, learnt
     shared = np.count_nonzero(held >= 0.0, axis=1) > 1
+    owner = np.asarray(b.owner, dtype=np.int64)
+    learnt = held_learnt[np.arange(len(owner)), owner]  # the owner's estimate is the one it holds
     return MergedTree(np.asarray(b.tokens, dtype=np.int32), parents,
                       cap_siblings(parents, np.asarray(b.probs, dtype=np.float64)),
-                      np.asarray(b.owner, dtype=np.int64), shared, sources, np.asarray(b.learnt, dtype=bool),
-                      held, held_learnt)
+                      owner, shared, sources, learnt, held, held_learnt)
 
 
 def cap_siblings(parents: npt.NDArray[np.int32], probs: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
