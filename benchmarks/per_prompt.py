@@ -34,6 +34,11 @@ def main() -> int:
         shown = f"{bound:.2f}x" if bound else "-"
         print(f"| {p['id']} | {each} | {med:.2f}x | {tau} | {shown} | {of} |")
         chosen.append(med)
+    if not chosen:
+        ids = sorted({p["id"].rsplit("-", 1)[0] for p in data["prompts"]})
+        print(f"\nno {args.method} runs on prompts whose id starts with {args.prefix!r}; ids start with: "
+              + ", ".join(ids))
+        return 1
     print(f"\nmedian over {len(chosen)} prompts: {statistics.median(chosen):.2f}x "
           f"(min {min(chosen):.2f}x, max {max(chosen):.2f}x)")
     return 0

@@ -1,6 +1,7 @@
 """A method's passes replayed over a `pyaccel bench --json` run's plain outputs, without the
 model: per prompt its steps, drafted tokens and speedup priced on the measured cost curve
-(passes only, no own time), each suite's median, and the method's counters at the end.
+(passes only, no own time), their totals and geometric mean, each suite's median, and the
+method's counters at the end.
 
 Greedy and exact for proposers that only read the tokens (`pyaccel.bench.replay.simulate`);
 one proposer carried over every prompt in order, --repeats times, as `pyaccel bench` does.
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import statistics
 
 from pyaccel import Model
@@ -34,13 +36,18 @@ def main() -> int:
     proposer = make_method(args.method)
     proposer.bind(model)
     suites: dict[str, list[float]] = {}
+    last: list[dict[str, float]] = []
     for rep in range(args.repeats):
         for p, prompt, plain in recorded:
             sim = simulate(proposer, prompt, plain, model.costs.relative_at)
             if rep == args.repeats - 1:
                 suites.setdefault(p["suite"], []).append(sim["speedup"])
+                last.append(sim)
                 print(f"{p['id']:34s} steps {sim['steps']:4d} drafted {sim['drafted']:5d} "
                       f"speedup {sim['speedup']:.4f}")
+    print(f"totals (last repeat, {len(last)} prompts): steps {sum(s['steps'] for s in last):.0f}, "
+          f"drafted {sum(s['drafted'] for s in last):.0f}, geometric mean speedup "
+          f"{math.exp(statistics.mean(math.log(s['speedup']) for s in last)):.4f}")
     print("suite medians (last repeat): " + ", ".join(f"{s} {statistics.median(v):.4f}" for s, v in suites.items()))
     print("counters (all repeats):", {k: v for k, v in proposer.counters.items()
                                       if k.startswith(("steps", "drafted", "accepted", "skipped"))})

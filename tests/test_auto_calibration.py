@@ -11,7 +11,7 @@ import pyaccel
 from pyaccel.methods.auto.calibration import Calibration, CalibrationTuning
 from pyaccel.methods.auto import Candidate
 from pyaccel.methods.auto.merge import MergedTree, cap_siblings, merge_trees
-from pyaccel.methods.auto.policy import AutoTuning, may_pay, pay_threshold, plan_margin, plan_tree
+from pyaccel.methods.auto.policy import AutoTuning, may_pay, pay_threshold, plan_margin, plan_tree, rejection_chance
 from pyaccel.methods.lookup.proposer import LookupTuning
 from pyaccel.methods.lookup.rewrites import FollowerTuning
 from pyaccel.types import SamplingConfig, StepOutcome
@@ -161,7 +161,8 @@ def test_a_plan_that_barely_pays_is_not_drafted() -> None:
     curve = [1.0, 1.55] + [3.0] * 30
     for margin, drafts in ((0.0, 1), (0.05, 0)):
         auto = pyaccel.Auto(lookup=False, lookahead=False, use_draft=False, extra=[Scripted("x", offered)],
-                            tuning=AutoTuning(plan_margin=margin), costs=pyaccel.CostModel.fixed(curve))
+                            tuning=AutoTuning(plan_margin=margin, risk_margin=0.0),
+                            costs=pyaccel.CostModel.fixed(curve))
         auto.begin([1, 2, 3], SamplingConfig())
         assert len(auto.propose([1, 2, 3], budget=32)) == drafts
     with pytest.raises(ValueError, match="plan_margin"):
@@ -193,7 +194,7 @@ def test_a_learnt_copy_drafts_on_a_plan_that_barely_pays(learnt: bool, drafts: i
     plan = plan_tree(pyaccel.CostModel.fixed(curve), tree, tree.path_probs, 3, 32, 0.1, 0.0)
     assert (0 if plan is None else len(plan.nodes)) == drafts
     auto = pyaccel.Auto(lookup=False, lookahead=False, use_draft=False, extra=[Scripted("x", [node])],
-                        tuning=AutoTuning(plan_margin=0.1, learnt_plan_margin=0.0),
+                        tuning=AutoTuning(plan_margin=0.1, learnt_plan_margin=0.0, risk_margin=0.0),
                         costs=pyaccel.CostModel.fixed(curve))
     auto.begin([1, 2, 3], SamplingConfig())
     assert len(auto.propose([1, 2, 3], budget=32)) == drafts
@@ -398,3 +399,33 @@ def test_auto_learns_from_a_proposer_it_does_not_draft() -> None:
                              costs=pyaccel.CostModel.fixed(LINEAR[:32]))  # the default: off
     _undrafted_steps(no_shadow)
     assert "calibration_right" not in no_shadow.counters
+
+
+def test_the_chance_of_a_whole_rejection_is_one_minus_the_first_nodes_estimates() -> None:
+    # Root children 0 (0.5) and 3 (0.2); node 1 and 2 under 0, node 4 under 3.
+    parents = np.array([-1, 0, 1, -1, 3], np.int32)
+    probs = np.array([0.5, 0.4, 0.3, 0.2, 0.1])
+    assert rejection_chance(np.arange(5), parents, probs) == pytest.approx(0.3)
+    assert rejection_chance(np.array([0, 1]), parents, probs) == pytest.approx(0.5)
+    assert rejection_chance(np.array([3, 4]), parents, probs) == pytest.approx(0.8)
+    assert rejection_chance(np.array([0, 3]), parents, np.array([0.7, 0, 0, 0.6, 0])) == 0.0  # never negative
+
+
+@pytest.mark.parametrize("first, drafts", [(0.95, 3), (0.55, 0)])
+def test_a_plan_likely_rejected_whole_needs_the_risk_margin_more(first: float, drafts: int) -> None:
+    # A 3-node chain on a curve where 4 tokens cost 1.8: its expected speedup clears the
+    # 10% margin either way (first node at 0.55: 2.485 / 1.8 = 1.38x; at 0.95: 1.98x), but
+    # at 0.55 its chance of a whole rejection (0.45) times a risk margin of 1.0 lifts the
+    # bar to 1.55x (at 0.95 to 1.15x).
+    node = chain([10, 11, 12], first, "x")
+    node = replace(node, path_probs=first * np.array([1.0, 0.9, 0.8]))
+    curve = [1.0, 1.5, 1.55, 1.8] + [3.0] * 28
+    tree = merge_trees([node], max_leaves=8)
+    costs = pyaccel.CostModel.fixed(curve)
+    assert plan_tree(costs, tree, tree.path_probs, 3, 32, 0.1, 0.1, 0.0) is not None
+    plan = plan_tree(costs, tree, tree.path_probs, 3, 32, 0.1, 0.1, 1.0)
+    assert (0 if plan is None else len(plan.nodes)) == drafts
+    auto = pyaccel.Auto(lookup=False, lookahead=False, use_draft=False, extra=[Scripted("x", [node])],
+                        tuning=AutoTuning(risk_margin=1.0 - 1e-9), costs=costs)
+    auto.begin([1, 2, 3], SamplingConfig())
+    assert len(auto.propose([1, 2, 3], budget=32)) == drafts

@@ -75,6 +75,17 @@ class AutoTuning:
     # changed, the copy estimates are high right where the copy breaks. So it stays at
     # plan_margin.
     learnt_plan_margin: float = 0.10
+    # On top of those, this much times the chance that the plan's every node is rejected
+    # (`rejection_chance`). A plan that will most likely be rejected whole is a bet whose
+    # expected gain is a small share of the pass it costs: on a short answer one or two such
+    # lost bets are the answer's whole speed (rag-483 on the AVX-512 Xeon host: 19 tokens,
+    # two 3-node drafts of fresh prose matches at estimates 0.50 and 0.55, both rejected,
+    # 0.90x timed). Replayed on that host's curve (docs/benchmarks.md) 0.10 lifted the
+    # lowest of 42 floor prompts from 0.906x to 0.951x, the geometric mean 1.054x to 1.055x
+    # and the edit suites' 3.340x to 3.343x; on the AMD EPYC host's curve (rebuilt from its
+    # table) the lowest floor prompt from 0.960x to 0.980x and the edits from 2.093x to
+    # 2.110x, the floor's geometric mean 1.0086x to 1.0077x.
+    risk_margin: float = 0.10
     # How the proposers' estimates are rescaled by what verification (and shadows) found.
     calibration: CalibrationTuning = field(default_factory=CalibrationTuning)
     # The knobs of auto's prompt lookup (those of method "lookup").
@@ -88,7 +99,7 @@ class AutoTuning:
         for name in ("draft_max", "lookup_max_draft", "lookahead_guesses", "probe_every"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
-        for name in ("plan_margin", "learnt_plan_margin"):
+        for name in ("plan_margin", "learnt_plan_margin", "risk_margin"):
             if not 0.0 <= getattr(self, name) < 1.0:
                 raise ValueError(f"{name} must be in [0, 1), got {getattr(self, name)}")
         if self.lookahead_ngram < 3:
@@ -166,12 +177,14 @@ def _pass_costs(curve: "_core.CostCurve", limit: int) -> np.ndarray:
 
 
 def plan_tree(costs: CostModel, tree: MergedTree, path_probs: np.ndarray, depth: int, budget: int,
-              margin: float = 0.0, learnt_margin: float | None = None) -> "_core.TreePlan | None":
+              margin: float = 0.0, learnt_margin: float | None = None,
+              risk_margin: float = 0.0) -> "_core.TreePlan | None":
     """The prefix-closed subset of `tree` (with acceptance estimates `path_probs`) with the
     best expected tokens per unit of measured cost at `depth`; None when it does not beat
     plain decoding by its margin: `margin` for the expected tokens of its nodes with
     unlearnt estimates and `learnt_margin` (None: `margin`) for those of `tree.learnt`
-    nodes, weighed by each kind's share (`plan_margin`)."""
+    nodes, weighed by each kind's share (`plan_margin`), plus `risk_margin` times the
+    chance that every node of it is rejected (`rejection_chance`)."""
     plan = costs.tree(path_probs, tree.parents, depth, budget)
     if not len(plan.nodes):
         return None
@@ -179,7 +192,17 @@ def plan_tree(costs: CostModel, tree: MergedTree, path_probs: np.ndarray, depth:
     if learnt_margin is not None and learnt_margin != margin:
         nodes = np.asarray(plan.nodes, dtype=np.int64)
         need = plan_margin(path_probs[nodes], tree.learnt[nodes], margin, learnt_margin)
+    if risk_margin > 0.0:
+        need += risk_margin * rejection_chance(np.asarray(plan.nodes, dtype=np.int64), tree.parents, path_probs)
     return plan if plan.expected_speedup >= 1.0 + need else None
+
+
+def rejection_chance(nodes: np.ndarray, parents: np.ndarray, path_probs: np.ndarray) -> float:
+    """P(a draft of the tree nodes `nodes` (prefix-closed) keeps none of them): one minus
+    the estimates of its nodes under the root, exclusive events (siblings sum to at most
+    their parent's estimate, the root's 1)."""
+    first = nodes[parents[nodes] < 0]
+    return max(0.0, 1.0 - float(np.sum(path_probs[first])))
 
 
 def plan_margin(probs: np.ndarray, learnt: np.ndarray, margin: float, learnt_margin: float) -> float:

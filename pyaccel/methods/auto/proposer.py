@@ -18,7 +18,8 @@ Per step:
 The estimates are rescaled by `Calibration` (accepted versus predicted nodes per proposer
 and band of estimate) before planning, and a step drafts only if its plan beats plain
 decoding by `AutoTuning.plan_margin` (`learnt_plan_margin` for the share of its
-expected tokens that lookup's learnt copy estimates give); where not even the likeliest
+expected tokens that lookup's learnt copy estimates give), and by `risk_margin` more the
+likelier the plan is to be rejected whole; where not even the likeliest
 candidates, taken together whatever their places, could (`policy.may_pay`), the tree is
 not built at all.
 Each proposer learns its acceptance from the committed tokens (lookup and n-gram caches by
@@ -279,7 +280,7 @@ class Auto(Proposer):
     def _plan(self, tree: MergedTree, depth: int, budget: int) -> "_core.TreePlan | None":
         assert self._costs is not None
         return plan_tree(self._costs, tree, self.calibration.apply(tree), depth, budget, self.tuning.plan_margin,
-                         self.tuning.learnt_plan_margin)
+                         self.tuning.learnt_plan_margin, self.tuning.risk_margin)
 
     def observe(self, outcome: StepOutcome) -> None:
         step = self._step
