@@ -9,6 +9,13 @@ Two checkouts compared this way show which prompts' passes a change moved. Not a
 module.
 
     python benchmarks/replay_passes.py bench-results/edit36.json --method auto
+
+--curve prices (and plans) on a fixed curve instead of this machine's measured one: single-
+token times relative to one token at some batch sizes, SIZE:TIME pairs, linearly
+interpolated up to the largest size and used at every depth; e.g. another host's
+"relative behind 1024" column from docs/benchmarks.md (the AMD EPYC host's, rows 1-64):
+
+    --curve 1:1,2:1.63,3:2.28,4:2.78,5:3.52,6:4.07,8:6.49,10:7.39,12:8.17,16:8.69,20:11.05,24:12.87,32:14.66,48:22.92,64:24.14
 """
 
 from __future__ import annotations
@@ -18,9 +25,21 @@ import json
 import math
 import statistics
 
+import numpy as np
+
 from pyaccel import Model
+from pyaccel.cost_model import CostModel
 from pyaccel.bench.replay import recorded_plain, simulate
 from pyaccel.methods import make_method
+
+
+def fixed_curve(text: str) -> list[float]:
+    """SIZE:TIME pairs ("1:1,2:1.63,...") interpolated at every size from 1 to the largest."""
+    pairs = sorted((int(a), float(b)) for a, b in (item.split(":") for item in text.split(",")))
+    if pairs[0] != (1, 1.0):
+        raise SystemExit("--curve must start at 1:1 (times are relative to one token)")
+    sizes, times = zip(*pairs)
+    return [float(t) for t in np.interp(np.arange(1, sizes[-1] + 1), sizes, times)]
 
 
 def main() -> int:
@@ -29,9 +48,12 @@ def main() -> int:
     ap.add_argument("--method", default="auto", help="a method spec")
     ap.add_argument("--model", default="qwen2.5-coder-1.5b-instruct")
     ap.add_argument("--repeats", type=int, default=1, help="passes over all the prompts (the proposer carried)")
+    ap.add_argument("--curve", help="SIZE:TIME,... a fixed relative cost curve instead of the measured one")
     args = ap.parse_args()
     data = json.loads(open(args.results, encoding="utf-8").read())
     model = Model(args.model, n_ctx=data["setup"].get("n_ctx", 4096), progress=False)
+    if args.curve:
+        model.costs = CostModel.fixed(fixed_curve(args.curve))
     recorded = recorded_plain(data, model)
     proposer = make_method(args.method)
     proposer.bind(model)
