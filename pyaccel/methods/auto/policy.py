@@ -79,7 +79,7 @@ class AutoTuning:
     # (`rejection_chance`). A plan that will most likely be rejected whole is a bet whose
     # expected gain is a small share of the pass it costs: on a short answer one or two such
     # lost bets are the answer's whole speed (rag-483 on the AVX-512 Xeon host: 19 tokens,
-    # two 3-node drafts of fresh prose matches at estimates 0.50 and 0.55, both rejected,
+    # two 3-node drafts of fresh prose matches at the answer's start, both rejected,
     # 0.90x timed). Replayed on that host's curve (docs/benchmarks.md) 0.10 lifted the
     # lowest of 42 floor prompts from 0.906x to 0.951x, the geometric mean 1.054x to 1.055x
     # and the edit suites' 3.340x to 3.343x; on the AMD EPYC host's curve (rebuilt from its
@@ -188,12 +188,12 @@ def plan_tree(costs: CostModel, tree: MergedTree, path_probs: np.ndarray, depth:
     plan = costs.tree(path_probs, tree.parents, depth, budget)
     if not len(plan.nodes):
         return None
+    nodes = np.asarray(plan.nodes, dtype=np.int64)
     need = margin
     if learnt_margin is not None and learnt_margin != margin:
-        nodes = np.asarray(plan.nodes, dtype=np.int64)
         need = plan_margin(path_probs[nodes], tree.learnt[nodes], margin, learnt_margin)
     if risk_margin > 0.0:
-        need += risk_margin * rejection_chance(np.asarray(plan.nodes, dtype=np.int64), tree.parents, path_probs)
+        need += risk_margin * rejection_chance(nodes, tree.parents, path_probs)
     return plan if plan.expected_speedup >= 1.0 + need else None
 
 
