@@ -175,6 +175,22 @@ def test_edit_suite_holds_real_code() -> None:
     assert all("```python\n" in p.text for p in suite)
 
 
+def test_the_extra_edits_are_real_code_of_their_own() -> None:
+    """benchmarks/data/edit_extra.jsonl: ten edits of functions no other suite holds."""
+    data = Path(__file__).resolve().parent.parent / "benchmarks" / "data"
+    records = [json.loads(line) for line in (data / "edit_extra.jsonl").read_text(encoding="utf-8").splitlines()]
+    assert len(records) == 10 and len({r["id"] for r in records}) == 10
+    for rec in records:
+        compile(rec["code"], rec["id"], "exec")  # real, complete Python
+        assert 20 <= len(rec["code"].splitlines()) <= 200, rec["id"]
+        assert "PSF" in rec["source"] and rec["copy"] == (rec["task"] == "rename")
+    others = shipped_records("edit") + [json.loads(line) for line in
+                                        (data / "edit_holdout.jsonl").read_text(encoding="utf-8").splitlines()]
+    assert not {r["source"] for r in records} & {r["source"] for r in others}
+    suite = load_suite(str(data / "edit_extra.jsonl"))
+    assert {p.suite for p in suite} == {"edit_extra"} and all("```python\n" in p.text for p in suite)
+
+
 def test_a_jsonl_file_is_a_suite(tmp_path: Path) -> None:
     holdout = Path(__file__).resolve().parent.parent / "benchmarks" / "data" / "edit_holdout.jsonl"
     suite = load_suite(str(holdout))
