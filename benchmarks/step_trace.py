@@ -12,12 +12,28 @@ for token-only proposers (`pyaccel.bench.replay`). Not a pytest module.
 from __future__ import annotations
 
 import argparse
-import json
+import sys
+from pathlib import Path
+from typing import Callable
 
 from pyaccel import Model
-from pyaccel.bench.replay import NO_ROWS, accept_path, recorded_plain
+from pyaccel.bench.replay import simulate
 from pyaccel.methods import make_method
-from pyaccel.types import Draft, SamplingConfig, StepOutcome
+from pyaccel.types import Draft
+
+sys.path.insert(0, str(Path(__file__).parent))
+from replay_passes import load_replay  # noqa: E402
+
+
+def printer(model: Model, output: list[int]) -> Callable[[int, Draft, list[int], int], None]:
+    """An `on_step` for `simulate` printing each step of one prompt whose output is `output`."""
+    def show(done: int, draft: Draft, path: list[int], depth: int) -> None:
+        n = len(path) + 1
+        cost = model.costs.relative_at(depth)[len(draft)]
+        miss = model.detokenize([int(draft.tokens[len(path)])]) if len(path) < len(draft) else ""
+        print(f"{done:4d} drafted {len(draft):2d} kept {len(path):2d} cost {cost:.2f} | "
+              f"{model.detokenize(output[done:done + n])!r:.70} | rejected: {miss!r}")
+    return show
 
 
 def main() -> int:
@@ -28,33 +44,18 @@ def main() -> int:
     ap.add_argument("--model", default="qwen2.5-coder-1.5b-instruct")
     ap.add_argument("--rounds", type=int, default=1, help="times each prompt runs in a row, as pyaccel bench --rounds")
     args = ap.parse_args()
-    data = json.loads(open(args.results, encoding="utf-8").read())
-    model = Model(args.model, n_ctx=data["setup"].get("n_ctx", 4096), progress=False)
+    if args.rounds < 1:
+        raise SystemExit("--rounds must be >= 1")
+    model, recorded = load_replay(args.results, args.model, None)
     shown = set(args.ids.split(","))
     proposer = make_method(args.method)
     proposer.bind(model)
-    if args.rounds < 1:
-        raise SystemExit("--rounds must be >= 1")
-    for (p, prompt, output), rnd in ((r, k) for r in recorded_plain(data, model) for k in range(args.rounds)):
-        proposer.begin(list(prompt), SamplingConfig())
-        history, done = list(prompt) + [output[0]], 1
+    for (p, prompt, output), rnd in ((r, k) for r in recorded for k in range(args.rounds)):
+        show = None
         if p["id"] in shown:
             print(f"== {p['id']}" + (f", round {rnd + 1}" if args.rounds > 1 else ""))
-        while done < len(output):
-            budget = min(63, len(output) - done - 1)  # a 64-token batch, as `simulate` prices
-            draft = proposer.propose(history, budget) if budget > 0 else Draft.empty()
-            path = accept_path(draft, output[done:done + len(draft)])
-            nxt = output[done + len(path)] if done + len(path) < len(output) else -1
-            proposer.observe(StepOutcome(draft, path, nxt, len(history) - 1, NO_ROWS))
-            n = len(path) + 1
-            if p["id"] in shown:
-                cost = model.costs.relative_at(len(history))[len(draft)]
-                miss = model.detokenize([int(draft.tokens[len(path)])]) if len(path) < len(draft) else ""
-                print(f"{done:4d} drafted {len(draft):2d} kept {len(path):2d} cost {cost:.2f} | "
-                      f"{model.detokenize(output[done:done + n])!r:.70} | rejected: {miss!r}")
-            history += output[done:done + n]
-            done += n
-        proposer.end()
+            show = printer(model, output)
+        simulate(proposer, prompt, output, model.costs.relative_at, on_step=show)
     return 0
 
 

@@ -58,8 +58,11 @@ def recorded_plain(data: dict[str, Any], model: Model) -> list[tuple[dict[str, A
 
 
 def simulate(proposer: Proposer, prompt: list[int], output: list[int], rel: Callable[[int], Sequence[float]],
-             max_batch: int = 64) -> dict[str, float]:
-    """Steps, cost (in single-token decodes) and tau of `proposer` reproducing `output`."""
+             max_batch: int = 64,
+             on_step: Callable[[int, Draft, list[int], int], None] | None = None) -> dict[str, float]:
+    """Steps, cost (in single-token decodes) and tau of `proposer` reproducing `output`.
+    `on_step(done, draft, path, depth)` sees each step: the output tokens committed before
+    it, its draft, the draft nodes kept and the history's length at its root."""
     proposer.begin(list(prompt), SamplingConfig())
     history = list(prompt) + [output[0]]
     done, cost, steps, drafted = 1, 0.0, 0, 0
@@ -69,6 +72,8 @@ def simulate(proposer: Proposer, prompt: list[int], output: list[int], rel: Call
         path = accept_path(draft, output[done:done + len(draft)])
         nxt = output[done + len(path)] if done + len(path) < len(output) else -1
         proposer.observe(StepOutcome(draft, path, nxt, len(history) - 1, NO_ROWS))
+        if on_step is not None:
+            on_step(done, draft, path, len(history))
         n = len(path) + 1
         history += output[done:done + n]
         done += n
