@@ -251,6 +251,44 @@ def test_a_copy_beginning_with_a_block_is_an_opening_until_it_grows_strong() -> 
     assert f.draft(grown, 4).relation == IN_LINE
 
 
+def test_a_match_past_the_opening_is_an_opening_if_it_agrees_back_over_the_fence() -> None:
+    """A step that drafted the fence line's end and the block's first tokens leaves the
+    first match past the opening: it still began with the block where its agreed span
+    holds the opening and a token before it (the fence), and not otherwise."""
+    src = list(range(100, 140))
+    stream = [7, 8, 9] + src + [0] + [7, 8, 9] + src[:2]  # opened as the prompt does, 2 tokens in
+    for agreement, want in ((5, OPENING), (4, OPENING), (3, FRESH), (2, FRESH)):
+        f = CopyFollower()
+        f.openings = frozenset({2})
+        f.follow(stream)
+        f.align(stream, 4, agreement)
+        f.follow(stream)
+        assert f.relation(4) == want, agreement
+        if want == OPENING:
+            followed = f.draft(stream, 4)
+            assert followed is not None and followed.tokens == src[2:6] and followed.relation == OPENING
+
+
+def test_a_draft_reaching_a_blocks_opening_is_offered_as_a_probe() -> None:
+    """Prompt lookup flags the candidates that copy the end of a block's opening line
+    (`Candidate.probe`): the step before the block's first line, not the steps inside it
+    or text with no block."""
+    rng = random.Random(3)
+    source = [rng.randrange(10, 41) for _ in range(40)]
+    prompt = [5, 6, 7, 0] + source + [0, 6, 0]
+    method = _lookup()
+    method.begin(prompt, SamplingConfig())
+    probes = {}
+    for out in ([6, 7], [6, 7, 0], [6, 7, 0] + source[:3]):
+        cands = method.candidates(prompt + out, 16)
+        assert cands, out
+        probes[len(out)] = any(c.probe for c in cands)
+    assert probes == {2: True, 3: False, 6: False}
+    plain = _lookup(block_openings=False)
+    plain.begin(prompt, SamplingConfig())
+    assert not any(c.probe for c in plain.candidates(prompt + [6, 7], 16))
+
+
 def test_answers_that_copy_the_prompt_block_from_its_first_line_learn_to_draft_there() -> None:
     """An OPENING copy's statistics are kept from call to call: after one answer that
     copied the prompt's code block from its opening line on, the next one drafts long from

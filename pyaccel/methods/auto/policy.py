@@ -86,6 +86,13 @@ class AutoTuning:
     # table) the lowest floor prompt from 0.960x to 0.980x and the edits from 2.093x to
     # 2.110x, the floor's geometric mean 1.0086x to 1.0077x.
     risk_margin: float = 0.10
+    # Plan a step whose candidates include a probe (`Candidate.probe`: prompt lookup's copy
+    # reaching the opening line of a prompt's code block) without the three margins above,
+    # as the proposer alone would. Otherwise the margins decline the small draft of the
+    # fence line's end and the block's first tokens, and the next step bets a long draft on
+    # the block's first line from the opening statistics, which answers that open with new
+    # lines (imports, a decorator) lose whole (docs/benchmarks.md).
+    entry_probes: bool = True
     # How the proposers' estimates are rescaled by what verification (and shadows) found.
     calibration: CalibrationTuning = field(default_factory=CalibrationTuning)
     # The knobs of auto's prompt lookup (those of method "lookup").

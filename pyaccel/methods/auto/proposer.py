@@ -19,7 +19,8 @@ The estimates are rescaled by `Calibration` (accepted versus predicted nodes per
 and band of estimate) before planning, and a step drafts only if its plan beats plain
 decoding by `AutoTuning.plan_margin` (`learnt_plan_margin` for the share of its
 expected tokens that lookup's learnt copy estimates give), and by `risk_margin` more the
-likelier the plan is to be rejected whole; where not even the likeliest
+likelier the plan is to be rejected whole (a step offered a probe, `Candidate.probe`, is
+planned without them: `AutoTuning.entry_probes`); where not even the likeliest
 candidates, taken together whatever their places, could (`policy.may_pay`), the tree is
 not built at all.
 Each proposer learns its acceptance from the committed tokens (lookup and n-gram caches by
@@ -202,9 +203,10 @@ class Auto(Proposer):
         cands = [c for sub in self._asked for c in sub.candidates(tokens, budget)]
         tree: MergedTree | None = None
         plan: "_core.TreePlan | None" = None
-        if self._may_pay(cands, curve, budget):
+        probing = self.tuning.entry_probes and any(c.probe for c in cands)  # no margins
+        if self._may_pay(cands, curve, budget, probing):
             tree = merge_trees(cands, self._max_leaves)
-            plan = self._plan(tree, depth, budget)
+            plan = self._plan(tree, depth, budget, probing)
         chain: list[int] | None = None
         if self.drafter is not None:
             dp = self.drafter.plan(tokens, budget)
@@ -217,7 +219,7 @@ class Auto(Proposer):
                     self._count_nodes("drafted", [self.drafter.name] * len(own))
                     return own
                 tree = merge_trees(cands + [self.drafter.candidate(own)], self._max_leaves)
-                plan = self._plan(tree, depth, budget)
+                plan = self._plan(tree, depth, budget, probing)
         nodes = np.asarray(plan.nodes if plan is not None else [], dtype=np.int64)
         self._step = _Step(tree, nodes, chain)
         if tree is None or plan is None or not len(nodes):
@@ -252,13 +254,14 @@ class Auto(Proposer):
             out.append(sub)
         return out
 
-    def _may_pay(self, cands: list[Candidate], curve: "_core.CostCurve", budget: int) -> bool:
+    def _may_pay(self, cands: list[Candidate], curve: "_core.CostCurve", budget: int, probing: bool = False) -> bool:
         """Could a tree of these candidates pay at all (`policy.may_pay` on their calibrated
-        estimates, priced on `curve`)? If not, the step skips merging and planning."""
+        estimates, priced on `curve`; `probing`: without margins)? If not, the step skips
+        merging and planning."""
         if not cands:
             return False
         # The least margin any plan of theirs could be held to (`policy.plan_tree`).
-        margin = self.tuning.plan_margin
+        margin = 0.0 if probing else self.tuning.plan_margin
         if any(c.learnt for c in cands):
             margin = min(margin, self.tuning.learnt_plan_margin)
         if max(self.calibration.bound(c) for c in cands) < self._threshold(curve, margin):
@@ -277,10 +280,12 @@ class Auto(Proposer):
             held[1][margin] = pay_threshold(curve, curve.measured - 1, margin)
         return held[1][margin]
 
-    def _plan(self, tree: MergedTree, depth: int, budget: int) -> "_core.TreePlan | None":
+    def _plan(self, tree: MergedTree, depth: int, budget: int, probing: bool = False) -> "_core.TreePlan | None":
+        """`policy.plan_tree` with auto's margins, or with none at a probe's step (`probing`)."""
         assert self._costs is not None
-        return plan_tree(self._costs, tree, self.calibration.apply(tree), depth, budget, self.tuning.plan_margin,
-                         self.tuning.learnt_plan_margin, self.tuning.risk_margin)
+        t = self.tuning
+        margins = (0.0, 0.0, 0.0) if probing else (t.plan_margin, t.learnt_plan_margin, t.risk_margin)
+        return plan_tree(self._costs, tree, self.calibration.apply(tree), depth, budget, *margins)
 
     def observe(self, outcome: StepOutcome) -> None:
         step = self._step

@@ -24,7 +24,7 @@ copying text goes its own way (`pyaccel.methods.lookup.boundaries`).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Callable
 
 import numpy as np
@@ -247,6 +247,8 @@ class _Candidates:
     named: dict[int, tuple[int, bool]] = field(default_factory=dict)
     # Chain positions copying a prose boundary.
     boundaries: frozenset[int] = frozenset()
+    # Does a node copy the end of the opening line of one of the prompt's code blocks?
+    enters_block: bool = False
 
     @property
     def learnt(self) -> bool:
@@ -356,7 +358,7 @@ class PromptLookup(Proposer):
             cand = _Candidates(tree_tokens, parents, self._path_probs(tree, offset), chain, buckets)
             if self._named_active() or self._boundaries is not None:
                 cand = self._with_hazards(cand, positions)  # node i copies the stream at positions[i]
-            out.append(cand)
+            out.append(self._with_entry(cand, positions))
         if followed is not None and (ends is None or followed.tokens[:len(chain)] != chain[:len(followed.tokens)]
                                      or followed.agreement > ends[2]):
             offset = N_BUCKETS * followed.relation
@@ -364,9 +366,20 @@ class PromptLookup(Proposer):
             cand = _Candidates(np.asarray(followed.tokens, np.int32),
                                np.arange(-1, len(followed.tokens) - 1, dtype=np.int32),
                                np.cumprod(np.asarray(self._stats.alpha())[buckets]), followed.tokens, buckets)
-            cand = self._with_hazards(cand, np.asarray(followed.positions, dtype=np.int64))
-            out.append(cand)
+            positions = np.asarray(followed.positions, dtype=np.int64)
+            out.append(self._with_entry(self._with_hazards(cand, positions), positions))
         return out
+
+    def _with_entry(self, cand: _Candidates, positions: np.ndarray) -> _Candidates:
+        """`cand` flagged where a node of it (copying the stream at `positions`) copies the
+        end of a code block's opening line: the answer is about to open a block as the
+        prompt does, and the next step would draft its first line from the opening
+        statistics (`Candidate.probe`)."""
+        openings = self._follower.openings
+        if not openings or not len(positions):
+            return cand
+        hit = np.isin(positions, np.fromiter(openings, dtype=np.int64, count=len(openings)))
+        return replace(cand, enters_block=True) if hit.any() else cand
 
     def _named_active(self) -> bool:
         """Does the prompt still mark named occurrences to weigh drafts by?"""
@@ -390,7 +403,7 @@ class PromptLookup(Proposer):
         if hit is None:
             return cand
         probs, on_chain = hit
-        return _Candidates(cand.tokens, cand.parents, probs, cand.chain, cand.buckets, cand.named, frozenset(on_chain))
+        return replace(cand, path_probs=probs, boundaries=frozenset(on_chain))
 
     def _with_named(self, cand: _Candidates, positions: np.ndarray) -> _Candidates:
         """`cand` with the named hazard applied where its nodes (copying the stream at
@@ -410,7 +423,7 @@ class PromptLookup(Proposer):
             while last + 1 < n and occ[last + 1] == occ[k]:
                 last += 1
             on_chain[int(k)] = (last, bool(edited[k]))
-        return _Candidates(cand.tokens, cand.parents, probs, cand.chain, cand.buckets, on_chain, cand.boundaries)
+        return replace(cand, path_probs=probs, named=on_chain)
 
     def _step_candidates(self, tokens: list[int], budget: int) -> tuple[list[_Candidates], int]:
         """This step's candidates (each shadowed, so acceptance is learnt whether or not it
@@ -436,7 +449,7 @@ class PromptLookup(Proposer):
         differs), each node with its probability of acceptance from the learnt hazard; the
         public candidates API (`pyaccel.methods.candidate`), in place of `propose`."""
         cands, _ = self._step_candidates(tokens, budget)
-        return [Candidate(c.tokens, c.parents, c.path_probs, self.name, c.learnt) for c in cands]
+        return [Candidate(c.tokens, c.parents, c.path_probs, self.name, c.learnt, c.enters_block) for c in cands]
 
     def propose(self, tokens: list[int], budget: int) -> Draft:
         cands, depth = self._step_candidates(tokens, budget)

@@ -268,8 +268,16 @@ class CopyFollower:
             return
         if self._anchor is None or agreement > self._anchor.agreement:
             self._broke = None
-            self._anchor = _Anchor(source_end, len(stream) - 1, agreement, agreement, source_end in self.openings)
+            self._anchor = _Anchor(source_end, len(stream) - 1, agreement, agreement,
+                                   self._began_at_opening(source_end, agreement))
             self._pending = []
+
+    def _began_at_opening(self, source_end: int, agreement: int) -> bool:
+        """Did a match agreeing over `agreement` tokens up to `source_end` begin at one of
+        `openings`: does its agreed span hold the end of a block's opening line and a token
+        before it (the output opened the block as the prompt does, and a step that drafted
+        the line's end and the block's first tokens leaves the match past the opening)?"""
+        return any(source_end - agreement + 1 < o <= source_end for o in self.openings)
 
     def _in_edit(self, length: int, b: "_Break") -> bool:
         """Has the copy broken at `b` so recently that it may yet resume through an edit
