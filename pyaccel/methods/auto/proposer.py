@@ -261,9 +261,9 @@ class Auto(Proposer):
         if not cands:
             return False
         # The least margin any plan of theirs could be held to (`policy.plan_tree`).
-        margin = 0.0 if probing else self.tuning.plan_margin
+        margin, learnt_margin, _ = self._margins(probing)
         if any(c.learnt for c in cands):
-            margin = min(margin, self.tuning.learnt_plan_margin)
+            margin = min(margin, learnt_margin)
         if max(self.calibration.bound(c) for c in cands) < self._threshold(curve, margin):
             return False  # most steps on free text: no node is likely enough to pay
         probs = np.concatenate([self.calibration.candidate(c) for c in cands])
@@ -281,11 +281,15 @@ class Auto(Proposer):
         return held[1][margin]
 
     def _plan(self, tree: MergedTree, depth: int, budget: int, probing: bool = False) -> "_core.TreePlan | None":
-        """`policy.plan_tree` with auto's margins, or with none at a probe's step (`probing`)."""
+        """`policy.plan_tree` with this step's margins (`_margins`)."""
         assert self._costs is not None
+        return plan_tree(self._costs, tree, self.calibration.apply(tree), depth, budget, *self._margins(probing))
+
+    def _margins(self, probing: bool) -> tuple[float, float, float]:
+        """The plan, learnt-plan and risk margins a step is held to: the tuning's, or none at a
+        probe's step (`probing`, `AutoTuning.entry_probes`)."""
         t = self.tuning
-        margins = (0.0, 0.0, 0.0) if probing else (t.plan_margin, t.learnt_plan_margin, t.risk_margin)
-        return plan_tree(self._costs, tree, self.calibration.apply(tree), depth, budget, *margins)
+        return (0.0, 0.0, 0.0) if probing else (t.plan_margin, t.learnt_plan_margin, t.risk_margin)
 
     def observe(self, outcome: StepOutcome) -> None:
         step = self._step

@@ -313,6 +313,8 @@ class PromptLookup(Proposer):
         self._follower = CopyFollower(self.tuning.follower, named_edit)
         if self.tuning.block_openings and pieces is not None:
             self._follower.openings = block_openings(pieces)
+        # The same stream indices as an array, for `_with_entry`'s test of every step's nodes.
+        self._opening_ids = np.fromiter(sorted(self._follower.openings), dtype=np.int64)
         self._boundaries: ProseBoundaries | None = None
         if self.tuning.boundary_hazard and pieces is not None:
             self._boundaries = ProseBoundaries()
@@ -375,11 +377,9 @@ class PromptLookup(Proposer):
         end of a code block's opening line: the answer is about to open a block as the
         prompt does, and the next step would draft its first line from the opening
         statistics (`Candidate.probe`)."""
-        openings = self._follower.openings
-        if not openings or not len(positions):
+        if not len(self._opening_ids) or not len(positions):
             return cand
-        hit = np.isin(positions, np.fromiter(openings, dtype=np.int64, count=len(openings)))
-        return replace(cand, enters_block=True) if hit.any() else cand
+        return replace(cand, enters_block=True) if np.isin(positions, self._opening_ids).any() else cand
 
     def _named_active(self) -> bool:
         """Does the prompt still mark named occurrences to weigh drafts by?"""
