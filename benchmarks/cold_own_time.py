@@ -56,7 +56,7 @@ def main() -> int:
     args = ap.parse_args()
     data = json.loads(open(args.results, encoding="utf-8").read())
     model = Model(args.model, n_ctx=data["setup"].get("n_ctx", 4096), progress=False)
-    items = [(prompt, plain) for _, prompt, plain in recorded_plain(data, model)][:args.prompts]
+    items = [(prompt, plain, p["max_tokens"]) for p, prompt, plain in recorded_plain(data, model)][:args.prompts]
     evict = np.ones(args.evict_mb * 2**20 // 8) if args.evict_mb else None
     spent: dict[str, list[float]] = {}
     proposers: dict[str, Proposer] = {}
@@ -71,7 +71,7 @@ def main() -> int:
     for rep in range(args.repeats):
         for spec, prop in proposers.items():
             spent[spec][0] = 0.0
-            steps = sum(simulate(prop, prompt, out, rel)["steps"] for prompt, out in items)
+            steps = sum(simulate(prop, prompt, out, rel, max_tokens=limit)["steps"] for prompt, out, limit in items)
             per_step[spec].append(1e6 * spent[spec][0] / steps)
             print(f"repeat {rep + 1}: {spec}: {per_step[spec][-1]:.1f} us/step over {steps} steps", flush=True)
     print(f"\n{len(items)} prompts, {args.evict_mb} MB streamed before each call; median of {args.repeats}:")

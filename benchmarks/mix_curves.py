@@ -58,7 +58,7 @@ def replay_run(model: Model, recorded: list, spec: str) -> tuple[dict[str, list[
     proposer.bind(model)
     suites: dict[str, list[float]] = {}
     for p, prompt, plain in recorded:
-        sim = simulate(proposer, prompt, plain, model.costs.relative_at)
+        sim = simulate(proposer, prompt, plain, model.costs.relative_at, max_tokens=p["max_tokens"])
         suites.setdefault(p["suite"], []).append(sim["speedup"])
     return suites, dict(proposer.counters)
 

@@ -39,7 +39,7 @@ def replay(model: Model, recorded: list, method: str, rounds: int, repeats: int)
     out: dict[str, list[float]] = {}
     for rep in range(repeats):
         for p, prompt, plain in recorded:
-            runs = [simulate(proposer, prompt, plain, model.costs.relative_at)["speedup"] for _ in range(rounds)]
+            runs = [simulate(proposer, prompt, plain, model.costs.relative_at, max_tokens=p["max_tokens"])["speedup"] for _ in range(rounds)]
             if rep == repeats - 1:
                 out[p["id"]] = runs
     return out

@@ -46,8 +46,8 @@ def main() -> int:
         for p, prompt, out in recorded:
             depths.append(len(prompt) + len(out) // 2)
             for m, proposer in proposers.items():
-                sim = simulate(proposer, prompt, out, measured.seconds_at)
-                curve_s = (len(out) - 1) / sim["speedup"]
+                sim = simulate(proposer, prompt, out, measured.seconds_at, max_tokens=p["max_tokens"])
+                curve_s = sim["cost"]
                 for r in p["runs"]:
                     if r["method"] == m:
                         rows.append([curve_s, sim["steps"]])

@@ -55,7 +55,7 @@ def main() -> int:
         if p["id"] in shown:
             print(f"== {p['id']}" + (f", round {rnd + 1}" if args.rounds > 1 else ""))
             show = printer(model, output)
-        simulate(proposer, prompt, output, model.costs.relative_at, on_step=show)
+        simulate(proposer, prompt, output, model.costs.relative_at, on_step=show, max_tokens=p["max_tokens"])
     return 0
 
 

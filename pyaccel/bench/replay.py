@@ -51,23 +51,34 @@ def accept_path(draft: Draft, future: Sequence[int]) -> list[int]:
 def recorded_plain(data: dict[str, Any], model: Model) -> list[tuple[dict[str, Any], list[int], list[int]]]:
     """Per prompt of a `pyaccel bench --json` result (`data`): its record, its prompt tokens
     (the suite text in `model`'s chat template, as the bench gave it) and plain decoding's
-    output tokens (the first plain run)."""
+    output tokens (the first plain run). Each record carries the run's token limit
+    (`max_tokens`, for `simulate`)."""
     texts = {p.id: p.text for s in data["setup"]["suites"] for p in load_suite(s, None, None)}
-    return [(p, model.chat_prompt([{"role": "user", "content": texts[p["id"]]}]),
+    limit = data["setup"]["max_tokens"]
+    return [({**p, "max_tokens": limit}, model.chat_prompt([{"role": "user", "content": texts[p["id"]]}]),
              next(r for r in p["runs"] if r["method"] == "plain")["tokens"]) for p in data["prompts"]]
 
 
 def simulate(proposer: Proposer, prompt: list[int], output: list[int], rel: Callable[[int], Sequence[float]],
              max_batch: int = 64,
-             on_step: Callable[[int, Draft, list[int], int], None] | None = None) -> dict[str, float]:
-    """Steps, cost (in single-token decodes) and tau of `proposer` reproducing `output`.
+             on_step: Callable[[int, Draft, list[int], int], None] | None = None,
+             max_tokens: int | None = None) -> dict[str, float]:
+    """Speedup, steps, drafted nodes, cost (in single-token decodes) and tau of `proposer`
+    reproducing `output`. `max_tokens` is the run's limit (None: the output's length). An output shorter than it
+    ended with the model's end token, which the run did not know in advance: each step's
+    budget is the run's (up to the limit, not the output's end), and the pass that gave the
+    end token is a step too (whatever it drafted rejected), for plain decoding as well.
     `on_step(done, draft, path, depth)` sees each step: the output tokens committed before
     it, its draft, the draft nodes kept and the history's length at its root."""
+    limit = len(output) if max_tokens is None else max_tokens
+    if limit < len(output):
+        raise ValueError(f"max_tokens {limit} is below the output's {len(output)} tokens")
+    last = len(output) + (len(output) < limit)  # the end token's pass is the last step
     proposer.begin(list(prompt), SamplingConfig())
     history = list(prompt) + [output[0]]
     done, cost, steps, drafted = 1, 0.0, 0, 0
-    while done < len(output):
-        budget = min(max_batch - 1, len(output) - done - 1)
+    while done < last:
+        budget = min(max_batch - 1, limit - done - 1)
         draft = proposer.propose(history, budget) if budget > 0 else Draft.empty()
         path = accept_path(draft, output[done:done + len(draft)])
         nxt = output[done + len(path)] if done + len(path) < len(output) else -1
@@ -81,9 +92,9 @@ def simulate(proposer: Proposer, prompt: list[int], output: list[int], rel: Call
         steps += 1
         drafted += len(draft)
     proposer.end()
-    decoded = len(output) - 1
-    return {"speedup": decoded / cost if cost else 1.0, "tau": decoded / max(steps, 1), "drafted": drafted,
-            "steps": steps}
+    passes = last - 1  # plain decoding's
+    return {"speedup": passes / cost if cost else 1.0, "cost": cost, "tau": (len(output) - 1) / max(steps, 1),
+            "drafted": drafted, "steps": steps}
 
 
 def _pairs(items: list[str]) -> dict[str, Any]:
@@ -107,7 +118,7 @@ def main() -> int:
     proposer = PromptLookup(tuning=tuning, **_pairs(args.option))
     proposer.bind(model)  # the model's cost model and sequence limit
     for p, prompt, plain in recorded_plain(data, model):
-        sim = simulate(proposer, prompt, plain, rel)
+        sim = simulate(proposer, prompt, plain, rel, max_tokens=p["max_tokens"])
         bound = oracle_speedup(prompt, plain, rel)
         measured = next((r["speedup"] for r in p["runs"] if r["method"] == "lookup"), float("nan"))
         ratios.append(sim["speedup"] / bound)
