@@ -51,6 +51,21 @@ def fixed_curve(text: str) -> list[float]:
     return [float(t) for t in np.interp(np.arange(1, sizes[-1] + 1), sizes, times)]
 
 
+def prompt_trace_args(doc: str) -> argparse.Namespace:
+    """The arguments of a tool that shows chosen prompts of a replayed run: the results file,
+    the prompt ids, --method, --model and --rounds (checked)."""
+    ap = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("results", help="a pyaccel bench --json file (its plain runs are replayed)")
+    ap.add_argument("ids", help="prompt ids to show, comma-separated")
+    ap.add_argument("--method", default="auto", help="a method spec")
+    ap.add_argument("--model", default="qwen2.5-coder-1.5b-instruct")
+    ap.add_argument("--rounds", type=int, default=1, help="times each prompt runs in a row, as pyaccel bench --rounds")
+    args = ap.parse_args()
+    if args.rounds < 1:
+        raise SystemExit("--rounds must be >= 1")
+    return args
+
+
 def load_replay(results: str, model_name: str, curve: str | None) -> tuple[Model, list]:
     """The model (its cost curve replaced by `curve`, SIZE:TIME pairs, where given) and
     `recorded_plain` of a `pyaccel bench --json` file."""

@@ -11,7 +11,6 @@ for token-only proposers (`pyaccel.bench.replay`). Not a pytest module.
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 from typing import Callable
@@ -22,7 +21,7 @@ from pyaccel.methods import make_method
 from pyaccel.types import Draft
 
 sys.path.insert(0, str(Path(__file__).parent))
-from replay_passes import load_replay  # noqa: E402
+from replay_passes import load_replay, prompt_trace_args  # noqa: E402
 
 
 def printer(model: Model, output: list[int]) -> Callable[[int, Draft, list[int], int], None]:
@@ -37,15 +36,7 @@ def printer(model: Model, output: list[int]) -> Callable[[int, Draft, list[int],
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("results", help="a pyaccel bench --json file (its plain runs are replayed)")
-    ap.add_argument("ids", help="prompt ids to show, comma-separated")
-    ap.add_argument("--method", default="auto", help="a method spec")
-    ap.add_argument("--model", default="qwen2.5-coder-1.5b-instruct")
-    ap.add_argument("--rounds", type=int, default=1, help="times each prompt runs in a row, as pyaccel bench --rounds")
-    args = ap.parse_args()
-    if args.rounds < 1:
-        raise SystemExit("--rounds must be >= 1")
+    args = prompt_trace_args(__doc__)
     model, recorded = load_replay(args.results, args.model, None)
     shown = set(args.ids.split(","))
     proposer = make_method(args.method)
