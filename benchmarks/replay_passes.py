@@ -100,7 +100,8 @@ def main() -> int:
     last: list[dict[str, Any]] = []
     for rep in range(args.repeats):
         for p, prompt, plain in recorded:
-            sims = [simulate(proposer, prompt, plain, model.costs.relative_at, max_tokens=p["max_tokens"]) for _ in range(args.rounds)]
+            sims = [simulate(proposer, prompt, plain, model.costs.relative_at, max_tokens=p["max_tokens"])
+                    for _ in range(args.rounds)]
             if rep == args.repeats - 1:
                 speedup = statistics.median(s["speedup"] for s in sims)
                 group = p["id"].rsplit("-", 1)[0] if args.by_prefix else p["suite"]
