@@ -64,10 +64,11 @@ def simulate(proposer: Proposer, prompt: list[int], output: list[int], rel: Call
              on_step: Callable[[int, Draft, list[int], int], None] | None = None,
              max_tokens: int | None = None) -> dict[str, float]:
     """Speedup, steps, drafted nodes, cost (in single-token decodes) and tau of `proposer`
-    reproducing `output`. `max_tokens` is the run's limit (None: the output's length). An output shorter than it
-    ended with the model's end token, which the run did not know in advance: each step's
-    budget is the run's (up to the limit, not the output's end), and the pass that gave the
-    end token is a step too (whatever it drafted rejected), for plain decoding as well.
+    reproducing `output`. `max_tokens` is the run's limit (None: the output's length). An
+    output shorter than it ended with the model's end token, which the run did not know in
+    advance: each step's budget is the run's (up to the limit, not the output's end), and
+    the pass that gave the end token is a step too (whatever it drafted rejected), for plain
+    decoding as well.
     `on_step(done, draft, path, depth)` sees each step: the output tokens committed before
     it, its draft, the draft nodes kept and the history's length at its root."""
     limit = len(output) if max_tokens is None else max_tokens
