@@ -167,10 +167,11 @@ class Calibration:
             mine = (tree.owner == s) & ~tree.learnt
             if mine.any():
                 probs[mine] = self.scaled(source, tree.path_probs[mine])
+        capped = probs.tolist()  # plain floats: element access on an array costs more
         for i, par in enumerate(tree.parents.tolist()):
-            if par >= 0 and probs[i] > probs[par]:
-                probs[i] = probs[par]
-        return cap_siblings(tree.parents, probs)
+            if par >= 0 and capped[i] > capped[par]:
+                capped[i] = capped[par]
+        return cap_siblings(tree.parents, np.asarray(capped, dtype=np.float64))
 
     def record(self, tree: MergedTree, verified: npt.NDArray[np.int64], accepted: npt.NDArray[np.int64]) -> None:
         """Verification of tree nodes `verified` kept `accepted` (tree node ids, both); one

@@ -129,22 +129,24 @@ def cap_siblings(parents: npt.NDArray[np.int32], probs: npt.NDArray[np.float64])
     n = len(probs)
     if n == 0:
         return probs
-    raw = np.asarray(probs, dtype=np.float64)
+    raw = np.asarray(probs, dtype=np.float64).tolist()
     children: dict[int, list[int]] = {}
     for i, par in enumerate(parents.tolist()):
         children.setdefault(par, []).append(i)
-    out = raw.copy()
-    scale = np.ones(n)  # each node's estimate over its raw one, passed down to its subtree
-    for par in [-1, *range(n)]:  # a node's own value is final before its children's
-        kids = children.get(par)
-        if not kids:
-            continue
+    out = list(raw)
+    scale = [1.0] * n  # each node's estimate over its raw one, passed down to its subtree
+    # Parents come before their children, so in ascending order a node's own value is final
+    # before its children's (the root, -1, first). Plain floats: a step's tree has tens of
+    # nodes, and per-node array calls cost more than the arithmetic.
+    for par in sorted(children):
+        kids = children[par]
         inherited = 1.0 if par < 0 else scale[par]
-        vals = raw[kids] * inherited
         left = 1.0 if par < 0 else out[par]
-        for k in np.argsort(-vals, kind="stable").tolist():
-            node = kids[k]
-            out[node] = min(vals[k], max(left, 0.0))
+        vals = [raw[k] * inherited for k in kids]
+        order = range(len(kids)) if len(kids) == 1 else sorted(range(len(kids)), key=lambda j: -vals[j])
+        for j in order:
+            node = kids[j]
+            out[node] = min(vals[j], max(left, 0.0))
             scale[node] = out[node] / raw[node] if raw[node] > 0 else 0.0
             left -= out[node]
-    return out
+    return np.asarray(out, dtype=np.float64)
