@@ -25,13 +25,14 @@ BOOTSTRAP = 2000
 
 
 def runs_of(path: Path, void: set[tuple[str, int]]) -> dict[str, list[dict[str, float]]]:
-    """Every run per method label, the void rounds left out; each run gains
-    `plain_target_s`, plain decoding's target time on its prompt and round."""
+    """Every timed run per method label (runs with no decode phase to time, speedup null or
+    0, and the void rounds left out); each run gains `plain_target_s`, plain decoding's
+    target time on its prompt and round."""
     out: dict[str, list[dict[str, float]]] = {}
     for prompt in json.loads(path.read_text(encoding="utf-8"))["prompts"]:
         plain = {int(r["round"]): r["target_s"] for r in prompt["runs"] if r["method"] == "plain"}
         for run in prompt["runs"]:
-            if (prompt["suite"], int(run["round"])) not in void:
+            if run["speedup"] and (prompt["suite"], int(run["round"])) not in void:
                 out.setdefault(run["method"], []).append({**run, "plain_target_s": plain.get(int(run["round"]), 0.0)})
     return out
 

@@ -22,7 +22,7 @@ def main() -> int:
     chosen = []
     print("| prompt | speedups | median | tau | oracle | of oracle |\n|---|---|---|---|---|---|")
     for p in data["prompts"]:
-        runs = [r for r in p["runs"] if r["method"] == args.method]
+        runs = [r for r in p["runs"] if r["method"] == args.method and r["speedup"]]
         if not runs or not p["id"].startswith(args.prefix):
             continue
         med = statistics.median(r["speedup"] for r in runs)

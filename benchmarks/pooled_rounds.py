@@ -21,12 +21,14 @@ import numpy as np
 
 
 def pooled(paths: list[str]) -> dict[tuple[str, str, str], list[float]]:
-    """(suite, prompt id, method) -> every run's speedup in the files."""
+    """(suite, prompt id, method) -> every timed run's speedup in the files (runs with no
+    decode phase to time, speedup null or 0, left out)."""
     out: dict[tuple[str, str, str], list[float]] = {}
     for path in paths:
         for p in json.loads(Path(path).read_text(encoding="utf-8"))["prompts"]:
             for r in p["runs"]:
-                out.setdefault((p["suite"], p["id"], r["method"]), []).append(r["speedup"])
+                if r["speedup"]:
+                    out.setdefault((p["suite"], p["id"], r["method"]), []).append(r["speedup"])
     return out
 
 

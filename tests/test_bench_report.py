@@ -41,7 +41,7 @@ from pyaccel.bench.report import (
     summarize,
     time_split,
 )
-from pyaccel.bench.runner import BenchConfig, BenchResults, MethodRun, PromptResult
+from pyaccel.bench.runner import BenchConfig, BenchResults, MethodRun, PromptResult, run_speedup
 from pyaccel.bench.runners import Run, parse_methods
 from pyaccel.bench.suites import BenchPrompt
 from pyaccel.cli import main
@@ -211,6 +211,25 @@ def test_markdown_tables() -> None:
     assert mem[0] == "| method | peak RSS | alone | extra over plain | bind anon | bind file | run growth |"
     assert mem[2] == "| plain | 720 | 710 | 0 | 0 | 0 | 10 |"
     assert mem[4] == "| llama-plain | 1010 | 1005 | 295 | 40 | 260 | 5 |"
+
+
+
+def test_a_prompt_with_nothing_decoded_is_left_out_of_the_speeds() -> None:
+    """An answer that ends at its first token has no decode phase: its runs get no speedup,
+    and the suite's speeds and taus come from the other prompts alone."""
+    plain, fast = Run([1, 2], 0, 0.0, 0.0), Run([1, 2], 0, 0.0, 0.0)
+    assert run_speedup(fast, plain) is None
+    assert run_speedup(_run([1], 20.0, None), _run([1], 10.0, None)) == pytest.approx(2.0)
+    bench = _results()
+    empty = PromptResult(BenchPrompt("edit", "ends-at-once", "text"), 20)
+    empty.runs = [MethodRun("plain", 0, plain, None, IDENTICAL), MethodRun("lookup", 0, fast, None, IDENTICAL),
+                  MethodRun("llama-plain", 0, Run([1, 2], 0, 0.0), None, IDENTICAL)]
+    rows = summarize(bench.prompts + [empty])
+    table = markdown_table(rows).splitlines()
+    assert table[3] == "| edit | lookup | 2.05x | 2.00x | 1.00 | - | 2/3 | 1 | 0 | 20.50 | 60.0/20.0/10.0/10.0 |"
+    alone = markdown_table(summarize([empty])).splitlines()
+    assert alone[3] == "| edit | lookup | - | - | - | - | 1/1 | 0 | 0 | - | - |"
+    assert json.loads(json.dumps(report_dict(_setup(), BenchResults([empty], {}))))["prompts"][0]["runs"][1]["speedup"] is None
 
 
 def _setup() -> dict[str, object]:

@@ -27,8 +27,8 @@ class SummaryRow:
     suite: str
     method: str
     prompts: int
-    median_speedup: float
-    min_speedup: float
+    median_speedup: float | None  # None: no prompt of the suite had a decode phase to time
+    min_speedup: float | None
     median_tau: float | None
     median_acceptance: float | None
     identical: int
@@ -59,20 +59,23 @@ def _count(runs: Sequence[MethodRun], equality: Equality) -> int:
 
 def _method_row(suite: str, method: str, results: Sequence[PromptResult]) -> SummaryRow:
     per_prompt = [[r for r in pr.runs if r.method == method] for pr in results]
-    speedups = [statistics.median(r.speedup for r in runs) for runs in per_prompt]
-    oracle = [s / pr.oracle_speedup for s, pr in zip(speedups, results) if pr.oracle_speedup]
+    speedups = [_median([r.speedup for r in runs]) for runs in per_prompt]
+    oracle = [s / pr.oracle_speedup for s, pr in zip(speedups, results) if s is not None and pr.oracle_speedup]
+    timed = [s for s in speedups if s is not None]
     flat = [r for runs in per_prompt for r in runs]
+    decoded = [r.run for r in flat if r.speedup is not None]
     return SummaryRow(
-        suite, method, len(results), statistics.median(speedups), min(speedups),
-        _median([r.run.tau for r in flat]), _median([r.run.acceptance_rate for r in flat]),
-        _count(flat, Equality.IDENTICAL), len(flat), _median([r.run.tokens_per_s for r in flat]),
+        suite, method, len(results), _median(timed), min(timed, default=None),
+        _median([r.tau for r in decoded]), _median([r.acceptance_rate for r in decoded]),
+        _count(flat, Equality.IDENTICAL), len(flat), _median([r.tokens_per_s for r in decoded]),
         _median(oracle), _count(flat, Equality.NEAR_TIE), _count(flat, Equality.REAL),
-        time_split([r.run for r in flat]),
+        time_split(decoded),
     )
 
 
 def summarize(results: Sequence[PromptResult]) -> list[SummaryRow]:
-    """Per suite and method: medians over prompts (a prompt's speedup: its median over rounds)."""
+    """Per suite and method: medians over prompts (a prompt's speedup: its median over rounds;
+    runs with no decode phase to time are left out, and prompts with none)."""
     rows = []
     suites = list(dict.fromkeys(pr.prompt.suite for pr in results))
     for suite in suites:
@@ -88,6 +91,10 @@ def summarize(results: Sequence[PromptResult]) -> list[SummaryRow]:
 
 def _fmt(value: float | None, spec: str) -> str:
     return "-" if value is None else format(value, spec)
+
+
+def _fmt_x(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}x"
 
 
 def _split_cell(split: dict[str, float] | None) -> str:
@@ -109,7 +116,7 @@ def markdown_table(rows: Sequence[SummaryRow]) -> str:
     body = []
     for r in rows:
         counted = bool(r.total)
-        cells = [r.suite, r.method, f"{r.median_speedup:.2f}x", f"{r.min_speedup:.2f}x",
+        cells = [r.suite, r.method, _fmt_x(r.median_speedup), _fmt_x(r.min_speedup),
                  _fmt(r.median_tau, ".2f"), _fmt(r.median_acceptance, ".2f"),
                  f"{r.identical}/{r.total}" if counted else "-", str(r.near_tie) if counted else "-",
                  str(r.real) if counted else "-", _fmt(r.median_tokens_per_s, ".2f"), _split_cell(r.time_split)]

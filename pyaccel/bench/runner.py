@@ -62,7 +62,7 @@ class MethodRun:
     method: str
     round: int
     run: Run
-    speedup: float
+    speedup: float | None  # None: this run or plain's decoded nothing after the first token
     verdict: Verdict
 
     @property
@@ -129,12 +129,22 @@ def _measure_round(model: "Model", runners: Sequence[Runner], prompt: list[int],
     out = []
     for label in (r.label for r in runners):
         run = runs[label]
-        speedup = run.tokens_per_s / plain.tokens_per_s if plain.tokens_per_s > 0 else 0.0
+        speedup = run_speedup(run, plain)
+        if speedup is None:
+            log(f"    {label}: nothing decoded after the first token to time; left out of the speedups")
         verdict = classify(plain.tokens, run.tokens, gaps)
         if verdict.equality is not Equality.IDENTICAL:
             log(f"    {label}: {verdict.describe()}")
         out.append(MethodRun(label, rnd, run, speedup, verdict))
     return out
+
+
+def run_speedup(run: Run, plain: Run) -> float | None:
+    """Decode tokens/s over plain's; None when either run has no decode phase to time (an
+    answer of one token, or an end of generation as the first token)."""
+    if run.tokens_per_s <= 0 or plain.tokens_per_s <= 0:
+        return None
+    return run.tokens_per_s / plain.tokens_per_s
 
 
 def _oracle_curve(model: "Model") -> Callable[[int], list[float]]:
