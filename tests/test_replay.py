@@ -78,3 +78,8 @@ def test_a_lost_bet_on_the_end_pass_is_paid() -> None:
 def test_a_limit_below_the_output_is_refused() -> None:
     with pytest.raises(ValueError, match="max_tokens"):
         simulate(Oracle(OUTPUT, 2), [1, 2], OUTPUT, linear, max_tokens=3)
+
+
+def test_an_empty_output_has_nothing_to_replay() -> None:
+    with pytest.raises(ValueError, match="no decode to replay"):
+        simulate(Oracle([], 2), [1, 2], [], linear, max_tokens=8)

@@ -52,11 +52,17 @@ def recorded_plain(data: dict[str, Any], model: Model) -> list[tuple[dict[str, A
     """Per prompt of a `pyaccel bench --json` result (`data`): its record, its prompt tokens
     (the suite text in `model`'s chat template, as the bench gave it) and plain decoding's
     output tokens (the first plain run). Each record carries the run's token limit
-    (`max_tokens`, for `simulate`)."""
+    (`max_tokens`, for `simulate`). Prompts whose answer ended at its first token are left
+    out: there is no decode to replay (the bench leaves them out of its speeds too)."""
     texts = {p.id: p.text for s in data["setup"]["suites"] for p in load_suite(s, None, None)}
     limit = data["setup"]["max_tokens"]
-    return [({**p, "max_tokens": limit}, model.chat_prompt([{"role": "user", "content": texts[p["id"]]}]),
-             next(r for r in p["runs"] if r["method"] == "plain")["tokens"]) for p in data["prompts"]]
+    out = []
+    for p in data["prompts"]:
+        plain = next(r for r in p["runs"] if r["method"] == "plain")["tokens"]
+        if plain:
+            out.append(({**p, "max_tokens": limit}, model.chat_prompt([{"role": "user", "content": texts[p["id"]]}]),
+                        plain))
+    return out
 
 
 def simulate(proposer: Proposer, prompt: list[int], output: list[int], rel: Callable[[int], Sequence[float]],
@@ -72,6 +78,8 @@ def simulate(proposer: Proposer, prompt: list[int], output: list[int], rel: Call
     `on_step(done, draft, path, depth)` sees each step: the output tokens committed before
     it, its draft, the draft nodes kept and the history's length at its root."""
     limit = len(output) if max_tokens is None else max_tokens
+    if not output:
+        raise ValueError("the output is empty: an answer that ended at its first token has no decode to replay")
     if limit < len(output):
         raise ValueError(f"max_tokens {limit} is below the output's {len(output)} tokens")
     last = len(output) + (len(output) < limit)  # the end token's pass is the last step
