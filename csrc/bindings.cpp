@@ -8,6 +8,7 @@ PYBIND11_MODULE(_core, m) {
     m.doc() = "pyaccel's C++ core: sampling transforms, tree layout and draft verification.";
     pyaccel::bind_sampling(m);
     pyaccel::bind_tree_verify(m);
+    pyaccel::bind_tree_merge(m);
     pyaccel::bind_ngram(m);
     pyaccel::bind_cost(m);
     pyaccel::bind_lookahead(m);

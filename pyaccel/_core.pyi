@@ -109,6 +109,21 @@ def tree_flagged_products(
     (probs[i] times h once per flagged node on i's root path, i included; the flagged
     nodes among 0 .. n_chain - 1), or None when no node is flagged."""
 
+def tree_merge(
+    candidates: Sequence[tuple[npt.ArrayLike, npt.ArrayLike, npt.ArrayLike, int, bool]], n_sources: int,
+    max_leaves: int
+) -> tuple[npt.NDArray[np.int32], npt.NDArray[np.int32], npt.NDArray[np.float64], npt.NDArray[np.int32],
+           npt.NDArray[np.float64], npt.NDArray[np.bool_]]:
+    """Candidate trees (tokens, parents, probs, source, learnt), placed in the order given,
+    merged into one prefix tree of at most max(0, max_leaves) root-to-leaf paths: (tokens,
+    parents, probs (each node's largest estimate), owner (the first source to give it),
+    held[node, source] (-1: not there), held_learnt[node, source])."""
+
+def tree_cap_siblings(parents: _IntArrayLike, probs: npt.ArrayLike) -> npt.NDArray[np.float64]:
+    """probs with each node's children summing to at most the node's (the root's 1): the
+    likeliest sibling keeps its value, each next one what its elders left, a cut node's
+    subtree scaled with it."""
+
 def verify_tree(
     target_logits: _Float32Array,
     tokens: _IntArrayLike,

@@ -5,6 +5,7 @@
 #include "rng.h"
 #include "sampling.h"
 #include "tree.h"
+#include "tree_merge.h"
 #include "verify.h"
 
 #include <cmath>
@@ -13,6 +14,7 @@
 #include <cstdlib>
 #include <functional>
 #include <limits>
+#include <numeric>
 #include <stdexcept>
 #include <vector>
 
@@ -273,6 +275,75 @@ void fuzz_verify(int n_cases) {
     CHECK(n_thrown > 0 && n_thrown < n_cases / 2);
 }
 
+// Two candidates sharing their first token from two sources; a path limit of 2.
+void test_tree_merge() {
+    const std::vector<int32_t> t1{ 7, 8, 9 }, p1{ -1, 0, 0 }, t2{ 7, 5 }, p2{ -1, 0 }, t3{ 6 }, p3{ -1 };
+    const std::vector<double> q1{ 0.6, 0.5, 0.1 }, q2{ 0.9, 0.4 }, q3{ 0.3 };
+    const MergedNodes m = tree_merge({ { t1.data(), p1.data(), q1.data(), 3, 0, false },
+                                       { t2.data(), p2.data(), q2.data(), 2, 1, true },
+                                       { t3.data(), p3.data(), q3.data(), 1, 0, false } },
+                                     2, 2);
+    CHECK((m.tokens == std::vector<int32_t>{ 7, 8, 9 }));  // 5 and 6 would each add a third path
+    CHECK((m.parents == std::vector<int32_t>{ -1, 0, 0 }));
+    CHECK((m.probs == std::vector<double>{ 0.9, 0.5, 0.1 }) && (m.owner == std::vector<int32_t>{ 1, 0, 0 }));
+    CHECK((m.held == std::vector<double>{ 0.6, 0.9, 0.5, -1.0, 0.1, -1.0 }));
+    CHECK((m.held_learnt == std::vector<uint8_t>{ 0, 1, 0, 0, 0, 0 }));
+    CHECK(tree_merge({}, 0, 4).tokens.empty());
+    CHECK(throws_invalid([&] { tree_merge({ { t1.data(), p1.data(), q1.data(), 3, 2, false } }, 2, 4); }));
+    const std::vector<int32_t> bad{ -1, 1 };
+    CHECK(throws_invalid([&] { tree_merge({ { t2.data(), bad.data(), q2.data(), 2, 0, false } }, 1, 4); }));
+    CHECK(throws_invalid([&] { tree_merge({ { nullptr, nullptr, nullptr, 2, 0, false } }, 1, 4); }));
+}
+
+// The likeliest sibling keeps its value; the next gets what is left, its subtree scaled with it.
+void test_tree_cap_siblings() {
+    const std::vector<int32_t> parents{ -1, -1, 0, 1 };
+    const std::vector<double> probs{ 0.6, 0.8, 0.4, 0.3 };
+    const std::vector<double> out = tree_cap_siblings(parents.data(), probs.data(), 4);
+    CHECK(std::fabs(out[0] - 0.2) < 1e-12 && out[1] == 0.8 && std::fabs(out[2] - 0.4 / 3) < 1e-12 && out[3] == 0.3);
+    CHECK(tree_cap_siblings(nullptr, nullptr, 0).empty());
+    const std::vector<int32_t> bad{ 0 };
+    CHECK(throws_invalid([&] { tree_cap_siblings(bad.data(), probs.data(), 1); }));
+}
+
+// Random candidate sets: every merged tree is a valid tree within the path limit, every
+// candidate node placed lies on it, and capped siblings never exceed their parent.
+void fuzz_tree_merge(int n_cases) {
+    Rng rng(17);
+    for (int c = 0; c < n_cases; ++c) {
+        const int32_t n_cand = 1 + static_cast<int32_t>(rng.uniform() * 4), n_sources = 3;
+        std::vector<std::vector<int32_t>> toks(n_cand), pars(n_cand);
+        std::vector<std::vector<double>> probs(n_cand);
+        std::vector<CandidateTree> cands;
+        for (int32_t k = 0; k < n_cand; ++k) {
+            const int32_t n = static_cast<int32_t>(rng.uniform() * 10);
+            for (int32_t i = 0; i < n; ++i) {
+                toks[k].push_back(static_cast<int32_t>(rng.uniform() * 3));
+                pars[k].push_back(i == 0 ? -1 : static_cast<int32_t>(rng.uniform() * (i + 1)) - 1);
+                probs[k].push_back(rng.uniform());
+            }
+            cands.push_back({ toks[k].data(), pars[k].data(), probs[k].data(), n,
+                              static_cast<int32_t>(rng.uniform() * n_sources), rng.uniform() < 0.3 });
+        }
+        const int32_t max_leaves = static_cast<int32_t>(rng.uniform() * 6);
+        const MergedNodes m = tree_merge(cands, n_sources, max_leaves);
+        const int32_t n = static_cast<int32_t>(m.tokens.size());
+        tree_validate(m.parents.data(), n);
+        CHECK(m.held.size() == static_cast<size_t>(n) * n_sources && m.probs.size() == static_cast<size_t>(n));
+        CHECK(tree_layout_build(m.parents.data(), n).n_paths() <= std::max<int32_t>(1, max_leaves));
+        const std::vector<double> capped = tree_cap_siblings(m.parents.data(), m.probs.data(), n);
+        std::vector<double> sums(n + 1, 0.0);
+        for (int32_t i = 0; i < n; ++i) {
+            CHECK(capped[i] <= m.probs[i] + 1e-12 && m.held[static_cast<size_t>(i) * n_sources + m.owner[i]] == m.probs[i]);
+            sums[m.parents[i] + 1] += capped[i];
+        }
+        CHECK(sums[0] <= 1.0 + 1e-9);
+        for (int32_t i = 0; i < n; ++i) {
+            CHECK(sums[i + 1] <= std::max(capped[i], 0.0) + 1e-9);
+        }
+    }
+}
+
 } // namespace
 
 int main() {
@@ -285,6 +356,9 @@ int main() {
     test_verify_greedy_chain();
     test_verify_chain_marginal();
     fuzz_verify(3000);
+    test_tree_merge();
+    test_tree_cap_siblings();
+    fuzz_tree_merge(3000);
     std::printf("test_core: all %d checks passed\n", g_checks);
     return 0;
 }

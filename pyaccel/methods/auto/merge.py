@@ -19,12 +19,13 @@ into two half-likely ones, and auto drafted neither where lookup, taking its bes
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Sequence
 
 import numpy as np
 import numpy.typing as npt
 
+from ... import _core
 from ..candidate import Candidate
 
 
@@ -51,73 +52,20 @@ class MergedTree:
         return int(self.tokens.shape[0])
 
 
-@dataclass
-class _Builder:
-    """The tree as it grows; a node is keyed by (parent node, token)."""
-
-    max_leaves: int
-    tokens: list[int] = field(default_factory=list)
-    parents: list[int] = field(default_factory=list)
-    probs: list[float] = field(default_factory=list)
-    owner: list[int] = field(default_factory=list)
-    held: list[dict[int, tuple[float, bool]]] = field(default_factory=list)  # per node: source -> (estimate, learnt)
-    has_child: list[bool] = field(default_factory=list)
-    index: dict[tuple[int, int], int] = field(default_factory=dict)
-    leaves: int = 0
-
-    def add(self, parent: int, token: int, prob: float, source: int, learnt: bool) -> int | None:
-        """The node for `token` under `parent` (created if it fits), or None when a new leaf
-        would exceed max_leaves (each leaf is one attention sequence of the pass)."""
-        node = self.index.get((parent, token))
-        if node is not None:
-            if prob > self.held[node].get(source, (-1.0, False))[0]:
-                self.held[node][source] = (prob, learnt)
-            if prob > self.probs[node]:
-                self.probs[node], self.owner[node] = prob, source
-            return node
-        # A child of the root or of a node with children is a new path; a first child
-        # extends its parent's path.
-        new_leaf = parent < 0 or self.has_child[parent]
-        if new_leaf and self.leaves >= self.max_leaves:
-            return None
-        self.leaves += int(new_leaf)
-        if parent >= 0:
-            self.has_child[parent] = True
-        node = len(self.tokens)
-        self.index[(parent, token)] = node
-        self.tokens.append(token)
-        self.parents.append(parent)
-        self.probs.append(prob)
-        self.owner.append(source)
-        self.held.append({source: (prob, learnt)})
-        self.has_child.append(False)
-        return node
-
-
 def merge_trees(candidates: Sequence[Candidate], max_leaves: int) -> MergedTree:
     """The prefix tree of `candidates`, the ones expected to add most taken first, with at
     most `max_leaves` root-to-leaf paths (a node that would add one more is left out, with
-    its subtree)."""
+    its subtree). The placing is `_core.tree_merge`'s: a node keyed by (parent, token), its
+    estimate the largest any candidate gave it, credited to the first source that gave it."""
     sources = tuple(dict.fromkeys(c.source for c in candidates))
-    b = _Builder(max(0, max_leaves))
-    for cand in sorted(candidates, key=lambda c: -c.expected_tokens):
-        src = sources.index(cand.source)
-        placed: list[int | None] = []
-        for tok, par, prob in zip(cand.tokens.tolist(), cand.parents.tolist(), cand.path_probs.tolist()):
-            at = -1 if par < 0 else placed[par]
-            placed.append(None if at is None else b.add(at, tok, prob, src, cand.learnt))
-    parents = np.asarray(b.parents, dtype=np.int32)
-    held = np.full((len(b.tokens), len(sources)), -1.0)
-    held_learnt = np.zeros((len(b.tokens), len(sources)), dtype=bool)
-    for i, mine in enumerate(b.held):
-        for src, (prob, learnt) in mine.items():
-            held[i, src], held_learnt[i, src] = prob, learnt
+    ordered = sorted(candidates, key=lambda c: -c.expected_tokens)
+    tokens, parents, probs, owner, held, held_learnt = _core.tree_merge(
+        [(c.tokens, c.parents, c.path_probs, sources.index(c.source), c.learnt) for c in ordered],
+        len(sources), max_leaves)
     shared = np.count_nonzero(held >= 0.0, axis=1) > 1
-    owner = np.asarray(b.owner, dtype=np.int64)
+    owner = owner.astype(np.int64)
     learnt = held_learnt[np.arange(len(owner)), owner]  # the owner's estimate is the one it holds
-    return MergedTree(np.asarray(b.tokens, dtype=np.int32), parents,
-                      cap_siblings(parents, np.asarray(b.probs, dtype=np.float64)),
-                      owner, shared, sources, learnt, held, held_learnt)
+    return MergedTree(tokens, parents, cap_siblings(parents, probs), owner, shared, sources, learnt, held, held_learnt)
 
 
 def cap_siblings(parents: npt.NDArray[np.int32], probs: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
@@ -125,28 +73,7 @@ def cap_siblings(parents: npt.NDArray[np.int32], probs: npt.NDArray[np.float64])
     root's: 1). Where they sum to more, the likeliest child keeps its estimate and each next
     one (by estimate; ties in node order, the likelier candidate's first) gets at most what
     its elder siblings left; a child cut from p to p' scales its subtree by p' / p. Parents
-    come before their children."""
-    n = len(probs)
-    if n == 0:
-        return probs
-    raw = np.asarray(probs, dtype=np.float64).tolist()
-    children: dict[int, list[int]] = {}
-    for i, par in enumerate(parents.tolist()):
-        children.setdefault(par, []).append(i)
-    out = list(raw)
-    scale = [1.0] * n  # each node's estimate over its raw one, passed down to its subtree
-    # Parents come before their children, so in ascending order a node's own value is final
-    # before its children's (the root, -1, first). Plain floats: a step's tree has tens of
-    # nodes, and per-node array calls cost more than the arithmetic.
-    for par in sorted(children):
-        kids = children[par]
-        inherited = 1.0 if par < 0 else scale[par]
-        left = 1.0 if par < 0 else out[par]
-        vals = [raw[k] * inherited for k in kids]
-        order = range(len(kids)) if len(kids) == 1 else sorted(range(len(kids)), key=lambda j: -vals[j])
-        for j in order:
-            node = kids[j]
-            out[node] = min(vals[j], max(left, 0.0))
-            scale[node] = out[node] / raw[node] if raw[node] > 0 else 0.0
-            left -= out[node]
-    return np.asarray(out, dtype=np.float64)
+    come before their children (`_core.tree_cap_siblings`)."""
+    if not len(probs):
+        return np.asarray(probs, dtype=np.float64)
+    return _core.tree_cap_siblings(parents, probs)
