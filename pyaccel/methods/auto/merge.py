@@ -73,7 +73,5 @@ def cap_siblings(parents: npt.NDArray[np.int32], probs: npt.NDArray[np.float64])
     root's: 1). Where they sum to more, the likeliest child keeps its estimate and each next
     one (by estimate; ties in node order, the likelier candidate's first) gets at most what
     its elder siblings left; a child cut from p to p' scales its subtree by p' / p. Parents
-    come before their children (`_core.tree_cap_siblings`)."""
-    if not len(probs):
-        return np.asarray(probs, dtype=np.float64)
+    come before their children (`_core.tree_cap_siblings`; an empty tree gives an empty array)."""
     return _core.tree_cap_siblings(parents, probs)
