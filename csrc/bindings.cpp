@@ -9,6 +9,7 @@ PYBIND11_MODULE(_core, m) {
     pyaccel::bind_sampling(m);
     pyaccel::bind_tree_verify(m);
     pyaccel::bind_tree_merge(m);
+    pyaccel::bind_calibration(m);
     pyaccel::bind_ngram(m);
     pyaccel::bind_cost(m);
     pyaccel::bind_lookahead(m);

@@ -65,7 +65,8 @@ void def_checked(py::class_<T> & cls, const char * name, F T::* field, void (*va
 // registers every class before the functions whose signatures name it.
 void bind_sampling(py::module_ & m);     // bind_sampling.cpp: Rng, SamplingParams, TypicalParams, sampling
 void bind_tree_verify(py::module_ & m);  // bind_tree_verify.cpp: TreeLayout, VerifyResult, verify_tree
-void bind_tree_merge(py::module_ & m);   // bind_tree_merge.cpp: tree_merge, tree_cap_siblings
+void bind_tree_merge(py::module_ & m);   // bind_tree_merge.cpp: tree_merge, tree_cap_siblings, tree_cap
+void bind_calibration(py::module_ & m);  // bind_calibration.cpp: calibrate, calibrate_tree, calibration_record
 void bind_ngram(py::module_ & m);        // bind_ngram.cpp: DraftTree, NgramIndex, NgramCache, drafting
 void bind_cost(py::module_ & m);         // bind_cost.cpp: CostCurve, plans, AcceptanceStats
 void bind_lookahead(py::module_ & m);    // bind_lookahead.cpp: NgramPool, JacobiWindow

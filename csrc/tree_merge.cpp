@@ -131,4 +131,15 @@ std::vector<double> tree_cap_siblings(const int32_t * parents, const double * pr
     return out;
 }
 
+std::vector<double> tree_cap(const int32_t * parents, const double * probs, int32_t n) {
+    tree_validate(parents, n);
+    std::vector<double> path(probs, probs + std::max(0, n));
+    for (int32_t i = 0; i < n; ++i) {
+        if (parents[i] >= 0 && path[i] > path[parents[i]]) {
+            path[i] = path[parents[i]];
+        }
+    }
+    return tree_cap_siblings(parents, path.data(), n);
+}
+
 } // namespace pyaccel

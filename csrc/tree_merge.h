@@ -56,4 +56,9 @@ MergedNodes tree_merge(const std::vector<CandidateTree> & candidates, int32_t n_
 // its children are capped. parents: n entries, validated. O(n log n).
 std::vector<double> tree_cap_siblings(const int32_t * parents, const double * probs, int32_t n);
 
+// probs made consistent as acceptance estimates: first every node at most its parent's
+// value (parents before children, so a node's value is the least along its path), then
+// tree_cap_siblings of that. parents: n entries, validated.
+std::vector<double> tree_cap(const int32_t * parents, const double * probs, int32_t n);
+
 } // namespace pyaccel

@@ -11,7 +11,8 @@ import pyaccel
 from pyaccel.methods.auto.calibration import Calibration, CalibrationTuning
 from pyaccel.methods.auto import Candidate
 from pyaccel.methods.auto.merge import MergedTree, cap_siblings, merge_trees
-from pyaccel.methods.auto.policy import AutoTuning, may_pay, pay_threshold, plan_margin, plan_tree, rejection_chance
+from pyaccel.methods.auto.policy import (AutoTuning, may_pay, pass_costs, pay_threshold, plan_margin, plan_tree,
+                                         rejection_chance)
 from pyaccel.methods.lookup.proposer import LookupTuning
 from pyaccel.methods.lookup.rewrites import FollowerTuning
 from pyaccel.types import SamplingConfig, StepOutcome
@@ -62,8 +63,7 @@ def test_a_shared_node_is_evidence_about_every_proposer_that_offered_it() -> Non
     root, six = tree.tokens.tolist().index(5), tree.tokens.tolist().index(6)
     cal.record(tree, np.array([root, six]), np.array([root]))
     for source, predicted, accepted in (("lookup", 0.9 + 0.81, 1.0), ("pool", 0.4, 1.0)):
-        pred, acc = cal._rows(source)
-        assert pred.sum() == pytest.approx(predicted) and acc.sum() == pytest.approx(accepted)
+        assert cal.evidence(source) == pytest.approx((predicted, accepted))
     learnt = merge_trees([replace(Candidate.chain([5], np.array([0.95]), "lookup"), learnt=True), pool], max_leaves=8)
     cal = Calibration(CalibrationTuning(decay=1.0))
     cal.record(learnt, np.array([0]), np.array([0]))
@@ -249,7 +249,7 @@ def test_the_bound_never_skips_a_tree_that_pays(curve: list[float]) -> None:
         tree = merge_trees(cands, max_leaves=8)
         budget = int(rng.integers(1, 12))
         margin = float(rng.choice([0.0, 0.03, 0.2]))
-        bound = may_pay(costs.curve(0), np.concatenate([c.path_probs for c in cands]), budget, margin)
+        bound = may_pay(pass_costs(costs.curve(0)), np.concatenate([c.path_probs for c in cands]), budget, margin)
         plan = plan_tree(costs, tree, tree.path_probs, 0, budget, margin)
         assert bound or plan is None  # a plan that pays is never skipped
         skipped += int(not bound)
@@ -263,20 +263,20 @@ def test_below_the_pay_threshold_nothing_pays_and_just_above_it_something_does(c
     for _ in range(300):
         budget = int(rng.integers(1, 40))
         margin = float(rng.choice([0.0, 0.03, 0.2]))
-        theta = pay_threshold(costs.curve(0), budget, margin)
+        theta = pay_threshold(pass_costs(costs.curve(0)), budget, margin)
         probs = rng.uniform(0.0, 1.0, size=int(rng.integers(1, 50)))
         if probs.max() < theta:
-            assert not may_pay(costs.curve(0), probs, budget, margin)
+            assert not may_pay(pass_costs(costs.curve(0)), probs, budget, margin)
         # The threshold is exact: n nodes just above it pay for the n that sets it.
         n = min(budget, len(curve) - 1)
         need = [((1.0 + margin) * curve[k] / curve[0] - 1.0) / k for k in range(1, n + 1)]
         best = int(np.argmin(need)) + 1
         assert theta == pytest.approx(min(need))
         if theta < 1.0:
-            assert may_pay(costs.curve(0), np.full(best, theta + 1e-9), budget, margin)
-            assert not may_pay(costs.curve(0), np.full(budget, theta - 1e-9), budget, margin)
+            assert may_pay(pass_costs(costs.curve(0)), np.full(best, theta + 1e-9), budget, margin)
+            assert not may_pay(pass_costs(costs.curve(0)), np.full(budget, theta - 1e-9), budget, margin)
         # Fewer nodes allowed never lowers it (so the full curve's holds for every budget).
-        assert pay_threshold(costs.curve(0), len(curve) - 1, margin) <= theta + 1e-12
+        assert pay_threshold(pass_costs(costs.curve(0)), len(curve) - 1, margin) <= theta + 1e-12
 
 
 def test_calibration_bound_is_at_least_every_rescaled_estimate() -> None:
@@ -317,7 +317,7 @@ def test_learnt_estimates_are_neither_rescaled_nor_recorded() -> None:
     assert probs[2] < 0.1 * tree.path_probs[2]
     assert cal.candidate(copy).tolist() == copy.path_probs.tolist()
     assert cal.candidate(fresh)[0] == pytest.approx(probs[2])
-    assert cal._predicted["lookup"].sum() == pytest.approx(20 * 0.3)  # the fresh node's evidence only
+    assert cal.evidence("lookup") == pytest.approx((20 * 0.3, 0.0))  # the fresh node's evidence only
 
 
 def test_a_shared_node_takes_the_learnt_flag_of_the_estimate_it_keeps() -> None:

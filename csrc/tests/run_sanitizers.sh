@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds the standalone C++ tests with the pure C++ core (no pybind11) under
 # AddressSanitizer + UndefinedBehaviorSanitizer and runs them:
-#   test_core        rng, sampling, tree layout, tree merge, verification
+#   test_core        rng, sampling, tree layout, tree merge, calibration, verification
 #   test_ngram_cost  n-gram index and caches (incl. the cache file format), cost model
 # Any report aborts the run (-fno-sanitize-recover=all). -O2 keeps the vectorised row
 # passes in the sanitised code. Usage: csrc/tests/run_sanitizers.sh   (from anywhere)
@@ -21,7 +21,7 @@ build() {
         -I"$csrc" "$here/$name.cpp" "${@/#/$csrc/}" -o "$out/$name"
 }
 
-build test_core rng.cpp sampling.cpp sampling_filters.cpp tree.cpp tree_merge.cpp verify.cpp
+build test_core rng.cpp sampling.cpp sampling_filters.cpp tree.cpp tree_merge.cpp calibration.cpp verify.cpp
 # tree.cpp: tree_plan validates its parents with tree_validate.
 build test_ngram_cost ngram.cpp ngram_cache.cpp cost.cpp tree.cpp
 "$out/test_core"

@@ -2,6 +2,7 @@
 // check, and fuzzed inputs that must either throw std::invalid_argument or
 // return a well-formed result. Built and run under ASan/UBSan by
 // run_sanitizers.sh; exits non-zero on the first failed check.
+#include "calibration.h"
 #include "rng.h"
 #include "sampling.h"
 #include "tree.h"
@@ -306,6 +307,68 @@ void test_tree_cap_siblings() {
     CHECK(throws_invalid([&] { tree_cap_siblings(bad.data(), probs.data(), 1); }));
 }
 
+void test_tree_cap() {
+    // Node 2 (0.9) is capped to its parent's 0.5 before the siblings are: the root's
+    // children 0 (0.5) and 1 (0.7) sum to 1.2, so 1 keeps 0.7 and 0 gets 0.3, its child
+    // scaled by 0.3 / 0.5.
+    const std::vector<int32_t> parents{ -1, -1, 0 };
+    const std::vector<double> probs{ 0.5, 0.7, 0.9 };
+    const std::vector<double> out = tree_cap(parents.data(), probs.data(), 3);
+    CHECK(std::fabs(out[0] - 0.3) < 1e-12 && out[1] == 0.7 && std::fabs(out[2] - 0.3) < 1e-12);
+    CHECK(tree_cap(nullptr, nullptr, 0).empty());
+    const std::vector<int32_t> bad{ 1 };
+    CHECK(throws_invalid([&] { tree_cap(bad.data(), probs.data(), 1); }));
+}
+
+void test_calibration() {
+    const std::vector<double> edges{ 0.2, 0.5 }, table{ 1.0, 0.5, 0.25,    // row 0
+                                                        2.0, 2.0, 2.0 };   // row 1
+    const BandTable t{ edges.data(), 2, table.data(), 2 };
+    CHECK(calibration_band(t, 0.1) == 0 && calibration_band(t, 0.2) == 1 && calibration_band(t, 0.6) == 2);
+    const std::vector<double> probs{ 0.1, 0.3, 0.8, 0.8 };
+    const std::vector<int32_t> rows{ 0, 0, 0, 1 };
+    const std::vector<uint8_t> keep{ 0, 0, 0, 0 }, keep_last{ 0, 0, 0, 1 };
+    CHECK((calibrate(t, probs.data(), rows.data(), keep.data(), 4) == std::vector<double>{ 0.1, 0.15, 0.2, 1.0 }));
+    CHECK(calibrate(t, probs.data(), rows.data(), keep_last.data(), 4)[3] == 0.8);
+    const std::vector<int32_t> bad_rows{ 0, 2, 0, 0 };
+    CHECK(throws_invalid([&] { calibrate(t, probs.data(), bad_rows.data(), keep.data(), 4); }));
+
+    // A tree: node 1 under node 0; node 0 owned by source 0 (row 1, doubled then capped
+    // at 1), node 1 by source 1 (row 0, band 2: a quarter), learnt nodes kept as they are.
+    const std::vector<int32_t> parents{ -1, 0 }, owner{ 0, 1 }, source_rows{ 1, 0 };
+    const std::vector<double> path{ 0.6, 0.8 };
+    const std::vector<uint8_t> fresh{ 0, 0 }, learnt{ 1, 1 };
+    CHECK((calibrate_tree(t, path.data(), parents.data(), owner.data(), fresh.data(), 2, source_rows.data(), 2) ==
+           std::vector<double>{ 1.0, 0.2 }));
+    CHECK((calibrate_tree(t, path.data(), parents.data(), owner.data(), learnt.data(), 2, source_rows.data(), 2) ==
+           std::vector<double>{ 0.6, 0.6 }));  // no node above its parent
+    const std::vector<int32_t> bad_owner{ 0, 2 };
+    CHECK(throws_invalid([&] {
+        calibrate_tree(t, path.data(), parents.data(), bad_owner.data(), fresh.data(), 2, source_rows.data(), 2);
+    }));
+
+    // The record: node 0 held by both sources (source 1 learnt: left out), node 1 by
+    // source 1 only; both verified, node 0 accepted; counts in units of scale 0.5.
+    std::vector<double> pred(6, 0.0), acc(6, 0.0);
+    Record rec{ pred.data(), acc.data(), 2 };
+    const std::vector<double> held{ 0.6, 0.4,      // node 0: sources 0, 1
+                                    -1.0, 0.3 };   // node 1
+    const std::vector<uint8_t> held_learnt{ 0, 1, 0, 0 };
+    const std::vector<double> capped{ 0.5, 0.3 };
+    const std::vector<int64_t> verified{ 0, 1 }, accepted{ 0 };
+    calibration_record(t, rec, capped.data(), held.data(), held_learnt.data(), 2, 2, source_rows.data(),
+                       verified.data(), 2, accepted.data(), 1, 0.5);
+    // source 0 (row 1): min(0.6, 0.5) = 0.5 in band 2 (an edge is in the band above it),
+    // accepted; source 1 (row 0): node 1's 0.3 in band 1, rejected.
+    CHECK((pred == std::vector<double>{ 0.0, 0.6, 0.0, 0.0, 0.0, 1.0 }));
+    CHECK((acc == std::vector<double>{ 0.0, 0.0, 0.0, 0.0, 0.0, 2.0 }));
+    const std::vector<int64_t> out_of_range{ 2 };
+    CHECK(throws_invalid([&] {
+        calibration_record(t, rec, capped.data(), held.data(), held_learnt.data(), 2, 2, source_rows.data(),
+                           out_of_range.data(), 1, accepted.data(), 1, 0.5);
+    }));
+}
+
 // Random candidate sets: every merged tree is a valid tree within the path limit, every
 // candidate node placed lies on it, and capped siblings never exceed their parent.
 void fuzz_tree_merge(int n_cases) {
@@ -358,6 +421,8 @@ int main() {
     fuzz_verify(3000);
     test_tree_merge();
     test_tree_cap_siblings();
+    test_tree_cap();
+    test_calibration();
     fuzz_tree_merge(3000);
     std::printf("test_core: all %d checks passed\n", g_checks);
     return 0;

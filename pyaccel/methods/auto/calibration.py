@@ -67,13 +67,15 @@ that lookup drafted 63 tokens at a time and kept whole.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Sequence
 
 import numpy as np
 import numpy.typing as npt
 
+from ... import _core
 from ..candidate import Candidate, main_chain_length
 from ..shadow import ShadowScorer
-from .merge import MergedTree, cap_siblings
+from .merge import MergedTree
 
 
 @dataclass(frozen=True)
@@ -108,46 +110,69 @@ class Calibration:
     def __init__(self, tuning: CalibrationTuning | None = None) -> None:
         self.tuning = tuning if tuning is not None else CalibrationTuning()
         self.tuning.validate()
-        # Per source, predicted and accepted nodes per band, stored in units of `_scale`
-        # (the fade since the record began): fading every source is one multiplication.
-        self._predicted: dict[str, npt.NDArray[np.float64]] = {}
-        self._accepted: dict[str, npt.NDArray[np.float64]] = {}
+        self._edges = np.asarray(self.tuning.edges, dtype=np.float64)
+        # One row per source (`_rows_of`): predicted and accepted nodes per band, stored in
+        # units of `_scale` (the fade since the record began), so fading every source is
+        # one multiplication.
+        self._row: dict[str, int] = {}
+        self._predicted = np.zeros((0, len(self._edges) + 1))
+        self._accepted = np.zeros((0, len(self._edges) + 1))
         self._scale = 1.0
+        # Every row's ratios capped at `max_ratio`, kept until the record changes (None):
+        # a step rescales its candidates and then its tree with the same table.
+        self._table: npt.NDArray[np.float64] | None = None
         self._shadows = ShadowScorer()
 
-    def _band(self, probs: npt.NDArray[np.float64]) -> npt.NDArray[np.int64]:
-        return np.searchsorted(np.asarray(self.tuning.edges), probs, side="right").astype(np.int64)
+    def _rows_of(self, sources: Sequence[str]) -> npt.NDArray[np.int32]:
+        """The record's rows of `sources`; a source not seen yet gets a row without evidence."""
+        new = [s for s in dict.fromkeys(sources) if s not in self._row]
+        if new:
+            for s in new:
+                self._row[s] = len(self._row)
+            grow = np.zeros((len(new), self._predicted.shape[1]))
+            self._predicted = np.vstack([self._predicted, grow])
+            self._accepted = np.vstack([self._accepted, grow])
+            self._table = None
+        return np.asarray([self._row[s] for s in sources], dtype=np.int32)
 
-    def _stored(self, source: str) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
-        """`source`'s rows in stored units (times `_scale`: the faded counts)."""
-        if source not in self._predicted:
-            n = len(self.tuning.edges) + 1
-            self._predicted[source], self._accepted[source] = np.zeros(n), np.zeros(n)
-        return self._predicted[source], self._accepted[source]
-
-    def _rows(self, source: str) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
-        """`source`'s faded predicted and accepted nodes per band."""
-        pred, acc = self._stored(source)
-        return pred * self._scale, acc * self._scale
+    def _ratios(self, pred: npt.NDArray[np.float64], acc: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
+        """Accepted over predicted per band (the last axis) of faded counts, each band shrunk
+        towards its row's overall ratio (1 with no evidence at all)."""
+        w = self.tuning.prior_weight
+        overall = (acc.sum(axis=-1, keepdims=True) + w) / (pred.sum(axis=-1, keepdims=True) + w)
+        return (acc + w * overall) / (pred + w)
 
     def ratio(self, source: str) -> npt.NDArray[np.float64]:
         """Accepted over predicted per band for `source`, each band shrunk towards the
         proposer's overall ratio (1 with no evidence at all)."""
-        pred, acc = self._rows(source)
-        w = self.tuning.prior_weight
-        overall = (acc.sum() + w) / (pred.sum() + w)
-        return (acc + w * overall) / (pred + w)
+        r = int(self._rows_of([source])[0])
+        return self._ratios(self._predicted[r] * self._scale, self._accepted[r] * self._scale)
+
+    def _capped(self) -> npt.NDArray[np.float64]:
+        """Every row's ratios, each at most `max_ratio` (kept until the record changes)."""
+        if self._table is None:
+            ratios = self._ratios(self._predicted * self._scale, self._accepted * self._scale)
+            self._table = np.minimum(ratios, self.tuning.max_ratio)
+        return self._table
 
     def scaled(self, source: str, probs: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
         """`source`'s estimates `probs` rescaled by its ratios (each at most
         `max_ratio`; the result at most 1)."""
-        ratio = np.minimum(self.ratio(source), self.tuning.max_ratio)
-        return np.minimum(probs * ratio[self._band(probs)], 1.0)
+        rows = np.full(len(probs), self._rows_of([source])[0], dtype=np.int32)
+        return _core.calibrate(probs, rows, np.zeros(len(probs), np.bool_), self._capped(), self._edges)
 
     def candidate(self, cand: Candidate) -> npt.NDArray[np.float64]:
         """A candidate's estimates rescaled by its owner's ratios, or as they are where
         they are learnt."""
         return cand.path_probs if cand.learnt else self.scaled(cand.source, cand.path_probs)
+
+    def candidates(self, cands: Sequence[Candidate]) -> npt.NDArray[np.float64]:
+        """`candidate` of each of `cands`, concatenated (rescaled in one call)."""
+        sizes = [len(c) for c in cands]
+        rows = np.repeat(self._rows_of([c.source for c in cands]), sizes)
+        learnt = np.repeat([c.learnt for c in cands], sizes)
+        return _core.calibrate(np.concatenate([c.path_probs for c in cands]), rows, learnt, self._capped(),
+                               self._edges)
 
     def bound(self, cand: Candidate) -> float:
         """At least the largest of `candidate(cand)`, without rescaling: ratios are at most
@@ -159,42 +184,40 @@ class Calibration:
 
     def apply(self, tree: MergedTree) -> npt.NDArray[np.float64]:
         """The tree's path probabilities rescaled by their owners' ratios, no node above its
-        parent and siblings summing to at most their parent."""
+        parent and siblings summing to at most their parent (`_core.calibrate_tree`)."""
         if not len(tree):
             return tree.path_probs
-        probs = tree.path_probs.copy()
-        for s, source in enumerate(tree.sources):
-            mine = (tree.owner == s) & ~tree.learnt
-            if mine.any():
-                probs[mine] = self.scaled(source, tree.path_probs[mine])
-        capped = probs.tolist()  # plain floats: element access on an array costs more
-        for i, par in enumerate(tree.parents.tolist()):
-            if par >= 0 and capped[i] > capped[par]:
-                capped[i] = capped[par]
-        return cap_siblings(tree.parents, np.asarray(capped, dtype=np.float64))
+        rows = self._rows_of(tree.sources)
+        return _core.calibrate_tree(tree.path_probs, tree.parents, tree.owner, tree.learnt, rows, self._capped(),
+                                    self._edges)
 
     def record(self, tree: MergedTree, verified: npt.NDArray[np.int64], accepted: npt.NDArray[np.int64]) -> None:
         """Verification of tree nodes `verified` kept `accepted` (tree node ids, both); one
         step of fading first. A node is evidence about every proposer that put it there,
         each at its own estimate (at most the node's, which sibling caps may have lowered);
-        learnt estimates are left out."""
+        learnt estimates are left out (`_core.calibration_record`)."""
         self.fade()
         if not len(verified):
             return
-        kept = np.isin(verified, accepted).astype(np.float64)
-        capped = tree.path_probs[verified]
-        for s, source in enumerate(tree.sources):
-            est = tree.held[verified, s]
-            mine = (est >= 0.0) & ~tree.held_learnt[verified, s]
-            if mine.any():
-                self.add(source, np.minimum(est[mine], capped[mine]), kept[mine])
+        rows = self._rows_of(tree.sources)
+        _core.calibration_record(self._predicted, self._accepted, self._edges, tree.path_probs, tree.held,
+                                 tree.held_learnt, rows, verified, accepted, self._scale)
+        self._table = None
 
     def add(self, source: str, probs: npt.NDArray[np.float64], kept: npt.NDArray[np.float64]) -> None:
         """`probs` predicted and `kept` accepted nodes of `source`, each in its band."""
-        pred, acc = self._stored(source)
-        bands = self._band(probs)
-        np.add.at(pred, bands, probs / self._scale)
-        np.add.at(acc, bands, kept / self._scale)
+        r = int(self._rows_of([source])[0])
+        bands = np.searchsorted(self._edges, probs, side="right")
+        np.add.at(self._predicted[r], bands, probs / self._scale)
+        np.add.at(self._accepted[r], bands, kept / self._scale)
+        self._table = None
+
+    def evidence(self, source: str) -> tuple[float, float]:
+        """`source`'s predicted and accepted nodes over all bands, faded (0, 0 if none)."""
+        r = self._row.get(source)
+        if r is None:
+            return 0.0, 0.0
+        return float(self._predicted[r].sum()) * self._scale, float(self._accepted[r].sum()) * self._scale
 
     def watch(self, start: int, cands: list[Candidate]) -> None:
         """Candidates offered at a step that drafted nothing (their first node would be
@@ -223,19 +246,19 @@ class Calibration:
         """One step of fading of the old evidence (every step calls it once, through
         `record` where a tree was built)."""
         self._scale *= self.tuning.decay
+        self._table = None
         if self._scale < 1e-100:  # fold the fade into the rows before it underflows
-            for source in self._predicted:
-                self._predicted[source] *= self._scale
-                self._accepted[source] *= self._scale
+            self._predicted *= self._scale
+            self._accepted *= self._scale
             self._scale = 1.0
 
     def summary(self) -> dict[str, float]:
         """Overall accepted / predicted per proposer (for counters)."""
         out = {}
-        for source, pred in self._predicted.items():
-            total = float(pred.sum())
+        for source, r in self._row.items():
+            total = float(self._predicted[r].sum())
             if total > 0:  # the ratio of two sums in the same units
-                out[f"calibration_{source}"] = float(self._accepted[source].sum()) / total
+                out[f"calibration_{source}"] = float(self._accepted[r].sum()) / total
         return out
 
 

@@ -152,13 +152,14 @@ def draft_may_pay(costs: CostModel, depths: list[int], cost_floor: float, tuning
     return False
 
 
-def may_pay(curve: "_core.CostCurve", probs: np.ndarray, limit: int, margin: float = 0.0) -> bool:
+def may_pay(pass_cost: np.ndarray, probs: np.ndarray, limit: int, margin: float = 0.0) -> bool:
     """Could any `limit` or fewer of these candidate nodes (calibrated P(accepted) each,
-    before merging) beat plain decoding by `margin` on `curve`? An upper bound on every tree
-    `plan_tree` could pick from them: it takes the n likeliest nodes whatever their
-    parents, and merging only ever takes the larger of two estimates of one node. Most
-    steps on text unlike the context end here, without building the tree."""
-    cost = _pass_costs(curve, min(len(probs), limit))
+    before merging) beat plain decoding by `margin` on a curve whose `pass_costs` are
+    `pass_cost`? An upper bound on every tree `plan_tree` could pick from them: it takes
+    the n likeliest nodes whatever their parents, and merging only ever takes the larger
+    of two estimates of one node. Most steps on text unlike the context end here, without
+    building the tree."""
+    cost = pass_cost[:max(0, min(len(probs), limit))]
     if not len(cost):
         return False
     best = np.sort(np.asarray(probs, dtype=np.float64))[::-1][:len(cost)]
@@ -166,24 +167,24 @@ def may_pay(curve: "_core.CostCurve", probs: np.ndarray, limit: int, margin: flo
     return bool(np.any(expected >= (1.0 + margin) * cost))
 
 
-def pay_threshold(curve: "_core.CostCurve", limit: int, margin: float = 0.0) -> float:
+def pay_threshold(pass_cost: np.ndarray, limit: int, margin: float = 0.0) -> float:
     """The estimate below which no node can help: if every candidate node's P(accepted) is
-    under it, no `limit` or fewer of them beat plain decoding by `margin` on `curve`, so
-    `may_pay` is false without sorting anything. n nodes of at most p add at most n p
-    tokens, and n p < (1 + margin) c(n + 1) - 1 for every n when p is below the least of
-    ((1 + margin) c(n + 1) - 1) / n. Infinite when no draft fits at all."""
-    cost = _pass_costs(curve, limit)
+    under it, no `limit` or fewer of them beat plain decoding by `margin` on a curve whose
+    `pass_costs` are `pass_cost`, so `may_pay` is false without sorting anything. n nodes
+    of at most p add at most n p tokens, and n p < (1 + margin) c(n + 1) - 1 for every n
+    when p is below the least of ((1 + margin) c(n + 1) - 1) / n. Infinite when no draft
+    fits at all."""
+    cost = pass_cost[:max(0, limit)]
     if not len(cost):
         return float("inf")
     return float(np.min(((1.0 + margin) * cost - 1.0) / np.arange(1, len(cost) + 1)))
 
 
-def _pass_costs(curve: "_core.CostCurve", limit: int) -> np.ndarray:
-    """c(k + 1) for k = 1 .. n draft nodes, n = `limit` or as many as `curve` prices: a
-    pass holding the root and k nodes, in single-token times (empty where no draft fits)."""
-    n = max(0, min(limit, curve.measured - 1))
+def pass_costs(curve: "_core.CostCurve") -> np.ndarray:
+    """c(k + 1) for k = 1, 2, ... draft nodes, as many as `curve` prices: a pass holding the
+    root and k nodes, in single-token times (empty where no draft fits)."""
     times = np.asarray(curve.times, dtype=np.float64)
-    return times[1:n + 1] / times[0]
+    return times[1:max(1, curve.measured)] / times[0]
 
 
 def plan_tree(costs: CostModel, tree: MergedTree, path_probs: np.ndarray, depth: int, budget: int,

@@ -51,7 +51,7 @@ from ..candidate import Candidate, CandidateProposer
 from .calibration import Calibration
 from .merge import MergedTree, merge_trees
 from .policy import (AutoTuning, draft_cost_floor, draft_may_pay, draft_runs, local_draft_path, may_pay,
-                     pay_threshold, plan_tree)
+                     pass_costs, pay_threshold, plan_tree)
 
 if TYPE_CHECKING:
     from ...model import Model
@@ -121,7 +121,8 @@ class Auto(Proposer):
         self._step: _Step | None = None
         self._counts: dict[str, float] = {}
         self._greedy = True
-        self._held_thresholds: tuple["_core.CostCurve", dict[float, float]] | None = None
+        # The curve last priced, its `pass_costs` and its `pay_threshold` per margin.
+        self._held: tuple["_core.CostCurve", np.ndarray, dict[float, float]] | None = None
         self._asked: list[CandidateProposer] = []  # the proposers that offered candidates this step
         self._skipped: dict[int, int] = {}  # per gated proposer (index in subs): steps since it offered
 
@@ -266,19 +267,26 @@ class Auto(Proposer):
             margin = min(margin, learnt_margin)
         if max(self.calibration.bound(c) for c in cands) < self._threshold(curve, margin):
             return False  # most steps on free text: no node is likely enough to pay
-        probs = np.concatenate([self.calibration.candidate(c) for c in cands])
-        return may_pay(curve, probs, budget, margin)
+        return may_pay(self._pass_costs(curve), self.calibration.candidates(cands), budget, margin)
+
+    def _pass_costs(self, curve: "_core.CostCurve") -> np.ndarray:
+        """`policy.pass_costs` of `curve`, kept while the curve stays the same (one curve
+        covers a band of depths)."""
+        held = self._held
+        if held is None or held[0] is not curve:
+            held = self._held = (curve, pass_costs(curve), {})
+        return held[1]
 
     def _threshold(self, curve: "_core.CostCurve", margin: float) -> float:
         """`policy.pay_threshold` of `curve` for the largest draft it prices (a threshold
-        for fewer nodes is never lower, so it holds for every budget), kept while the curve
-        and the margin stay the same (one curve covers a band of depths)."""
-        held = self._held_thresholds
-        if held is None or held[0] is not curve:
-            held = self._held_thresholds = (curve, {})
-        if margin not in held[1]:
-            held[1][margin] = pay_threshold(curve, curve.measured - 1, margin)
-        return held[1][margin]
+        for fewer nodes is never lower, so it holds for every budget), kept with the
+        curve's `_pass_costs`."""
+        cost = self._pass_costs(curve)
+        assert self._held is not None
+        thresholds = self._held[2]
+        if margin not in thresholds:
+            thresholds[margin] = pay_threshold(cost, len(cost), margin)
+        return thresholds[margin]
 
     def _plan(self, tree: MergedTree, depth: int, budget: int, probing: bool = False) -> "_core.TreePlan | None":
         """`policy.plan_tree` with this step's margins (`_margins`)."""
