@@ -124,6 +124,27 @@ def tree_cap_siblings(parents: _IntArrayLike, probs: npt.ArrayLike) -> npt.NDArr
     likeliest sibling keeps its value, each next one what its elders left, a cut node's
     subtree scaled with it."""
 
+def calibrate(probs: npt.ArrayLike, rows: _IntArrayLike, keep: npt.ArrayLike, table: npt.NDArray[np.float64],
+              edges: npt.ArrayLike) -> npt.NDArray[np.float64]:
+    """Estimates rescaled by a calibration table (rows x bands): probs[i] where keep[i], else
+    min(1, probs[i] * table[rows[i], band]), band = the number of edges <= probs[i]."""
+
+def calibrate_tree(path_probs: npt.ArrayLike, parents: _IntArrayLike, owner: _IntArrayLike, learnt: npt.ArrayLike,
+                   source_rows: _IntArrayLike, table: npt.NDArray[np.float64],
+                   edges: npt.ArrayLike) -> npt.NDArray[np.float64]:
+    """A merged tree's estimates rescaled as by `calibrate` (node i in row
+    source_rows[owner[i]], unless learnt[i]); then no node above its parent and siblings
+    within their parent (`tree_cap_siblings`)."""
+
+def calibration_record(predicted: npt.NDArray[np.float64], accepted: npt.NDArray[np.float64], edges: npt.ArrayLike,
+                       path_probs: npt.ArrayLike, held: npt.ArrayLike, held_learnt: npt.ArrayLike,
+                       source_rows: _IntArrayLike, verified: _IntArrayLike, accepted_nodes: _IntArrayLike,
+                       scale: float) -> None:
+    """Verified tree nodes added in place to the record (rows x bands, C-contiguous float64):
+    per verified node and source s holding a non-learnt estimate, min(held, path_prob) / scale
+    to predicted[source_rows[s], band] and, where the node is accepted, 1 / scale to
+    accepted there."""
+
 def verify_tree(
     target_logits: _Float32Array,
     tokens: _IntArrayLike,
