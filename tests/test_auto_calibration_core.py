@@ -86,6 +86,10 @@ def test_the_calibration_matches_the_rule_on_random_trees(max_ratio: float) -> N
             assert cal.evidence(source) == pytest.approx((sum(ref.pred[source]), sum(ref.acc[source])), rel=1e-9)
 
 
+def test_no_candidates_rescale_to_nothing() -> None:
+    assert Calibration().candidates([]).shape == (0,)
+
+
 def test_the_core_rejects_malformed_calibration_input() -> None:
     table, edges = np.ones((2, 3)), np.array([0.3, 0.6])
     probs, rows, keep = np.array([0.5, 0.9]), np.array([0, 1], np.int32), np.zeros(2, np.bool_)

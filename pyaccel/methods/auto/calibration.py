@@ -168,6 +168,8 @@ class Calibration:
 
     def candidates(self, cands: Sequence[Candidate]) -> npt.NDArray[np.float64]:
         """`candidate` of each of `cands`, concatenated (rescaled in one call)."""
+        if not cands:
+            return np.zeros(0)
         sizes = [len(c) for c in cands]
         rows = np.repeat(self._rows_of([c.source for c in cands]), sizes)
         learnt = np.repeat([c.learnt for c in cands], sizes)
