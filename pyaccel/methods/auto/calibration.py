@@ -155,16 +155,10 @@ class Calibration:
             self._table = np.minimum(ratios, self.tuning.max_ratio)
         return self._table
 
-    def scaled(self, source: str, probs: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
-        """`source`'s estimates `probs` rescaled by its ratios (each at most
-        `max_ratio`; the result at most 1)."""
-        rows = np.full(len(probs), self._rows_of([source])[0], dtype=np.int32)
-        return _core.calibrate(probs, rows, np.zeros(len(probs), np.bool_), self._capped(), self._edges)
-
     def candidate(self, cand: Candidate) -> npt.NDArray[np.float64]:
-        """A candidate's estimates rescaled by its owner's ratios, or as they are where
-        they are learnt."""
-        return cand.path_probs if cand.learnt else self.scaled(cand.source, cand.path_probs)
+        """A candidate's estimates rescaled by its owner's ratios (each at most `max_ratio`,
+        the result at most 1), or as they are where they are learnt."""
+        return self.candidates([cand])
 
     def candidates(self, cands: Sequence[Candidate]) -> npt.NDArray[np.float64]:
         """`candidate` of each of `cands`, concatenated (rescaled in one call)."""
