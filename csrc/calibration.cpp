@@ -1,7 +1,6 @@
 #include "calibration.h"
 
 #include "errors.h"
-#include "tree.h"
 #include "tree_merge.h"
 
 #include <algorithm>
@@ -43,8 +42,7 @@ std::vector<double> calibrate(const BandTable & t, const double * probs, const i
 std::vector<double> calibrate_tree(const BandTable & t, const double * path_probs, const int32_t * parents,
                                    const int32_t * owner, const uint8_t * learnt, int32_t n,
                                    const int32_t * source_rows, int32_t n_sources) {
-    tree_validate(parents, n);
-    std::vector<double> probs(path_probs, path_probs + std::max(0, n));
+    std::vector<double> probs(path_probs, path_probs + std::max(0, n));  // tree_cap validates parents
     for (int32_t i = 0; i < n; ++i) {
         if (learnt[i]) {
             continue;
