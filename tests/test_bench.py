@@ -261,3 +261,46 @@ def test_bench_smoke(gemma: pyaccel.Model, tmp_path: Path) -> None:
     assert report["prompts"][0]["runs"][0]["tokens"]
     assert report["setup"]["model_file"]["sha256"] == gemma.registry_spec.sha256
     assert {"plain", "lookup"} == set(report["memory"])
+
+
+class _CtrlCAt:
+    """A progress stream that raises KeyboardInterrupt (as Ctrl-C would) when a line holds `mark`."""
+
+    def __init__(self, mark: str) -> None:
+        self.mark = mark
+        self.lines: list[str] = []
+
+    def write(self, text: str) -> None:
+        self.lines.append(text)
+        if self.mark in text:
+            raise KeyboardInterrupt
+
+    def flush(self) -> None:
+        pass
+
+
+@pytest.mark.model
+def test_an_interrupted_bench_keeps_and_writes_the_prompts_it_finished(gemma: pyaccel.Model, tmp_path: Path,
+                                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    import argparse
+
+    from pyaccel.bench.cli import EXIT_INTERRUPTED, write_outputs
+
+    config = BenchConfig(suites=["edit"], methods=parse_methods("plain,lookup"), max_tokens=4, prompts=3)
+    stream = _CtrlCAt("[2/3]")  # Ctrl-C as the second prompt starts
+    bench = run_bench(gemma, config, stream=stream)
+    assert bench.interrupted_of == 3
+    assert len(bench.prompts) == 1 and {r.method for r in bench.prompts[0].runs} == {"plain", "lookup"}
+    assert any("interrupted" in line for line in stream.lines)
+    args = argparse.Namespace(json=str(tmp_path / "b.json"), markdown=str(tmp_path / "b.md"), plot=None)
+    assert write_outputs(args, gemma, config, bench) == EXIT_INTERRUPTED
+    assert "1 of 3 prompts" in capsys.readouterr().err
+    report = json.loads((tmp_path / "b.json").read_text())
+    assert report["interrupted_of"] == 3 and len(report["prompts"]) == 1
+    assert "**Interrupted**: 1 of 3 prompts finished" in (tmp_path / "b.md").read_text()
+    # Interrupted before any prompt finished: nothing to write, and nothing is.
+    empty = run_bench(gemma, config, stream=_CtrlCAt("[1/3]"))
+    assert empty.interrupted_of == 3 and not empty.prompts
+    args = argparse.Namespace(json=str(tmp_path / "e.json"), markdown=None, plot=None)
+    assert write_outputs(args, gemma, config, empty) == EXIT_INTERRUPTED
+    assert not (tmp_path / "e.json").exists()

@@ -19,6 +19,8 @@ if TYPE_CHECKING:
 DEFAULT_METHODS = "plain,lookup,draft"
 # Exit status when a method's output really differs from plain decoding's (usage errors exit 2).
 EXIT_REAL_DIFFERENCE = 1
+# Exit status of a run interrupted by Ctrl-C (the shell's for SIGINT), its finished prompts written.
+EXIT_INTERRUPTED = 130
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -74,6 +76,9 @@ def write_outputs(args: argparse.Namespace, model: "Model", config: BenchConfig,
         summarize,
     )
 
+    if results.interrupted_of is not None and not results.prompts:
+        print("pyaccel: bench interrupted before any prompt finished; nothing written", file=sys.stderr)
+        return EXIT_INTERRUPTED
     rows = summarize(results.prompts)
     print(f"{model.name}, {model.backend.n_threads} threads, greedy, at most {config.max_tokens} tokens, "
           f"{config.rounds} round(s); speedup: decode tokens/s over plain's on the same prompt\n")
@@ -90,6 +95,10 @@ def write_outputs(args: argparse.Namespace, model: "Model", config: BenchConfig,
     real = real_difference_lines(results)
     for line in real:
         print(f"pyaccel: output differs from plain decoding: {line}", file=sys.stderr)
+    if results.interrupted_of is not None:
+        print(f"pyaccel: bench interrupted: the results above (and any --json / --markdown / --plot) hold "
+              f"{len(results.prompts)} of {results.interrupted_of} prompts", file=sys.stderr)
+        return EXIT_INTERRUPTED
     return EXIT_REAL_DIFFERENCE if real else 0
 
 

@@ -157,6 +157,8 @@ def markdown_report(results: BenchResults, setup: dict[str, Any], command: str |
               (f"- **Model**: {model['file']} ({model['size']:,} B{sha}); {setup['n_threads']} threads, "
                f"n_ctx {setup['n_ctx']}, greedy, at most {setup['max_tokens']} tokens, {setup['rounds']} round(s)"),
               f"- **Speedup**: {SPEEDUP_NOTE}",
+              *([f"- **Interrupted**: {len(results.prompts)} of {results.interrupted_of} prompts finished"]
+                if results.interrupted_of is not None else []),
               "", markdown_table(summarize(results.prompts)), "", SPLIT_NOTE, ""]
     if results.memory:
         lines += [memory_table(results.memory), "", MEMORY_NOTE, ""]
@@ -192,7 +194,8 @@ def report_dict(setup: dict[str, Any], results: BenchResults) -> dict[str, Any]:
                         "source": pr.prompt.source, "prompt_tokens": pr.prompt_tokens,
                         "oracle_speedup": pr.oracle_speedup, "runs": runs})
     return {"setup": setup, "summary": [asdict(r) for r in summarize(results.prompts)],
-            "memory": _memory_dict(results.memory), "prompts": prompts}
+            "memory": _memory_dict(results.memory), "prompts": prompts,
+            "interrupted_of": results.interrupted_of}
 
 
 def real_difference_lines(results: BenchResults) -> list[str]:

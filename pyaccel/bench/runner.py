@@ -84,6 +84,9 @@ class BenchResults:
 
     prompts: list[PromptResult]
     memory: dict[str, memory.MethodMemory] = field(default_factory=dict)
+    # Set when the run was interrupted (Ctrl-C): how many prompts it was to measure; the
+    # prompts above are the ones it finished.
+    interrupted_of: int | None = None
 
     def real_differences(self) -> list[tuple[PromptResult, MethodRun]]:
         """The runs whose output differs from plain decoding's where plain's choice was clear."""
@@ -229,18 +232,24 @@ def run_bench(model: "Model", config: BenchConfig, stream: TextIO | None = sys.s
     try:
         _warm_target(model, deepest)
         _bind_runners(model, _factories(model, config, proposers or {}), runners, mem)
-        results = []
-        for i, (bp, tokens) in enumerate(tokenized):
-            log(f"[{i + 1}/{len(prompts)}] {bp.suite} {bp.id} ({len(tokens)} prompt tokens)")
-            if _needed(tokens, config) > model.n_ctx:
-                log(f"  skipped: it needs {_needed(tokens, config)} of the context's "
-                    f"{model.n_ctx} tokens (raise --n-ctx)")
-                continue
-            result = _bench_prompt(model, runners, bp, tokens, config, i, mem, log)
-            if curve is not None:
-                plain = next(r.run for r in result.runs if r.method == PLAIN)
-                result.oracle_speedup = oracle_speedup(tokens, plain.tokens, curve)
-            results.append(result)
+        results: list[PromptResult] = []
+        try:
+            for i, (bp, tokens) in enumerate(tokenized):
+                log(f"[{i + 1}/{len(prompts)}] {bp.suite} {bp.id} ({len(tokens)} prompt tokens)")
+                if _needed(tokens, config) > model.n_ctx:
+                    log(f"  skipped: it needs {_needed(tokens, config)} of the context's "
+                        f"{model.n_ctx} tokens (raise --n-ctx)")
+                    continue
+                result = _bench_prompt(model, runners, bp, tokens, config, i, mem, log)
+                if curve is not None:
+                    plain = next(r.run for r in result.runs if r.method == PLAIN)
+                    result.oracle_speedup = oracle_speedup(tokens, plain.tokens, curve)
+                results.append(result)
+        except KeyboardInterrupt:
+            # An hour-long run stopped by the user keeps what it measured: the prompts every
+            # method finished (the one under way is dropped: its methods are not all timed).
+            log(f"interrupted: keeping the {len(results)} prompt(s) every method finished")
+            return BenchResults(results, mem, interrupted_of=len(prompts))
         return BenchResults(results, mem)
     finally:
         for runner in runners:
