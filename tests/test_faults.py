@@ -101,10 +101,14 @@ def test_bad_proposer_output_is_a_clear_error_and_the_model_stays_usable(gemma: 
     gen = pyaccel.Generator(gemma, Scripted(make(gemma.n_vocab)))
     with pytest.raises((ValueError, TypeError), match=match):
         gen.generate("def add(a, b):", max_tokens=6, temperature=0.7 if "q" in case else 0.0, seed=1)
+    # Decoding right after the fault (on whatever cache it left) is plain decoding's, up to a
+    # near-tie: a continued cache batches the prompt differently from a fresh prefill, and
+    # llama.cpp's logits move slightly with the batch.
+    got = pyaccel.Generator(gemma, "plain").generate("def add(a, b):", max_tokens=N_TOKENS).tokens
     plain = pyaccel.Generator(gemma, "plain")
     plain.reset()
     want = plain.generate("def add(a, b):", max_tokens=N_TOKENS).tokens
-    assert pyaccel.Generator(gemma, "plain").generate("def add(a, b):", max_tokens=N_TOKENS).tokens == want
+    assert_greedy_equivalent(gemma, gemma.tokenize("def add(a, b):"), want, got)
 
 
 @pytest.mark.parametrize(("spec", "hook"), [("lookup", "propose"), ("auto", "propose"), ("auto", "observe"),
