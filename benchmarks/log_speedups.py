@@ -1,21 +1,23 @@
-"""Speedups read back from a `pyaccel bench` progress log (its stderr), for a run stopped
-before it wrote --json (since `pyaccel bench` writes the prompts it finished on Ctrl-C,
-only older runs need this): per prompt and round each method's decode tokens/s over plain
-decoding's, as the bench computes them (from the logged tokens/s, rounded to 0.01), then
-per suite and method the median over prompts of each prompt's median, the lowest prompt,
-tau, and `--compare A,B` prompt by prompt. Only prompts every method finished in every
-round count. Verdict lines (a run whose output is not identical to plain's) are counted.
+"""A `pyaccel bench` progress log (its stderr) turned back into its `--json` shape, for a run
+stopped before it wrote --json (since `pyaccel bench` writes the prompts it finished on
+Ctrl-C, only older runs need this). Per prompt and round each method's decode tokens/s over
+plain decoding's, as the bench computes them (from the logged tokens/s, rounded to 0.01),
+and its tau. Only prompts every method finished in every round are kept. Verdict lines (a
+run whose output is not identical to plain's) are printed. The statistics are
+`pooled_rounds.py`'s:
 
-    python benchmarks/log_speedups.py /tmp/e52.log --compare auto,lookup
+    python benchmarks/log_speedups.py bench-results/e52.log --json bench-results/e52.json
+    python benchmarks/pooled_rounds.py bench-results/e52.json --compare auto,lookup
 """
 
 from __future__ import annotations
 
 import argparse
-import math
+import json
 import re
-import statistics
 from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
 
 PROMPT = re.compile(r"^\[(\d+)/(\d+)\] (\S+) (\S+) \(")
 ROUND = re.compile(r"^  round (\d+)/(\d+)")
@@ -53,38 +55,30 @@ def complete(prompts: list[Prompt], planned: int, methods: set[str]) -> list[Pro
     return [p for p in prompts if len(p.rounds) == planned and all(methods <= set(r) for r in p.rounds)]
 
 
-def speedups(p: Prompt, method: str) -> list[float]:
-    return [r[method][0] / r["plain"][0] for r in p.rounds if r["plain"][0] > 0]
+def as_json(prompts: list[Prompt]) -> dict[str, Any]:
+    """The bench's `--json` shape, as far as a log tells it: per prompt its suite, id and
+    runs (method, round, speedup over plain decoding in that round, tau)."""
+    return {"prompts": [
+        {"suite": p.suite, "id": p.id,
+         "runs": [{"method": m, "round": k, "speedup": (rate / r["plain"][0] if r["plain"][0] > 0 else None),
+                   "tau": tau}
+                  for k, r in enumerate(p.rounds) for m, (rate, tau) in r.items()]}
+        for p in prompts]}
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("log")
-    ap.add_argument("--compare", default=None, help="A,B: method A against B prompt by prompt")
+    ap.add_argument("--json", required=True, help="where to write the runs, in the bench's --json shape")
     args = ap.parse_args()
     prompts, planned = parse(args.log)
     methods = {m for p in prompts for r in p.rounds for m in r}
     done = complete(prompts, planned, methods)
-    print(f"{len(done)} of {len(prompts)} logged prompts finished by every method in all {planned} rounds\n")
-    print("| suite | method | prompts | median speedup | lowest prompt | median tau |")
-    print("|---|---|---|---|---|---|")
-    for suite in dict.fromkeys(p.suite for p in done):
-        rows = [p for p in done if p.suite == suite]
-        for method in sorted(methods - {"plain"}):
-            per = {p.id: statistics.median(speedups(p, method)) for p in rows}
-            low = min(per, key=per.get)
-            tau = statistics.median(r[method][1] for p in rows for r in p.rounds)
-            print(f"| {suite} | {method} | {len(rows)} | {statistics.median(per.values()):.3f}x | "
-                  f"{low} {per[low]:.3f}x | {tau:.2f} |")
-    if args.compare:
-        a, b = args.compare.split(",")
-        ratios = [statistics.median(speedups(p, a)) / statistics.median(speedups(p, b)) for p in done]
-        ahead = sum(r >= 1.0 for r in ratios)
-        gmean = math.exp(statistics.fmean(math.log(r) for r in ratios))
-        print(f"\n{a} / {b} per prompt: geometric mean {gmean:.3f}, {a} at least level on {ahead} of {len(ratios)}")
-    done_ids = {p.id for p in done}
-    verdicts = [v for p in prompts if p.id in done_ids for v in p.verdicts]
-    print(f"\nruns not identical to plain decoding's: {len(verdicts)}")
+    Path(args.json).write_text(json.dumps(as_json(done), indent=1), encoding="utf-8")
+    print(f"{len(done)} of {len(prompts)} logged prompts finished by every method in all {planned} rounds: "
+          f"written to {args.json}")
+    verdicts = [v for p in done for v in p.verdicts]
+    print(f"runs not identical to plain decoding's: {len(verdicts)}")
     for v in verdicts:
         print(f"  {v}")
 

@@ -1,6 +1,6 @@
 """Several `pyaccel bench --json` runs of the same prompts pooled, as one run of all their
 rounds: per suite and method the median over prompts of each prompt's median speedup, the
-lowest of those, and one method against another prompt by prompt (geometric mean of the
+lowest of those and the median tau of its runs, and one method against another prompt by prompt (geometric mean of the
 ratio of their per-prompt medians, and on how many prompts the first is ahead), with
 95% bootstrap intervals for that geometric mean and for the ratio of the two suite medians
 (prompts drawn with replacement, and each drawn prompt's runs of each method; `--bootstrap
@@ -20,16 +20,20 @@ from pathlib import Path
 import numpy as np
 
 
-def pooled(paths: list[str]) -> dict[tuple[str, str, str], list[float]]:
+def pooled(paths: list[str]) -> tuple[dict[tuple[str, str, str], list[float]], dict[tuple[str, str], list[float]]]:
     """(suite, prompt id, method) -> every timed run's speedup in the files (runs with no
-    decode phase to time, speedup null or 0, left out)."""
+    decode phase to time, speedup null or 0, left out); and (suite, method) -> those runs'
+    tau (where recorded)."""
     out: dict[tuple[str, str, str], list[float]] = {}
+    taus: dict[tuple[str, str], list[float]] = {}
     for path in paths:
         for p in json.loads(Path(path).read_text(encoding="utf-8"))["prompts"]:
             for r in p["runs"]:
                 if r["speedup"]:
                     out.setdefault((p["suite"], p["id"], r["method"]), []).append(r["speedup"])
-    return out
+                    if r.get("tau") is not None:
+                        taus.setdefault((p["suite"], r["method"]), []).append(r["tau"])
+    return out, taus
 
 
 def bootstrap(first: list[list[float]], second: list[list[float]], draws: int,
@@ -56,17 +60,20 @@ def main() -> int:
     ap.add_argument("--compare", default="auto,lookup", help="two methods: the first against the second")
     ap.add_argument("--bootstrap", type=int, default=2000, help="resamples for the intervals (0: none)")
     args = ap.parse_args()
-    runs = pooled(args.results)
+    runs, taus = pooled(args.results)
     first, second = args.compare.split(",")
     suites = list(dict.fromkeys(s for s, _, _ in runs))
     methods = list(dict.fromkeys(m for _, _, m in runs))
-    print("| suite | method | runs per prompt | median speedup | lowest prompt |\n|---|---|---|---|---|")
+    print("| suite | method | runs per prompt | median speedup | lowest prompt | median tau |\n|---|---|---|---|---|---|")
     for suite in suites:
         for m in methods:
             per = {i: v for (s, i, mm), v in runs.items() if s == suite and mm == m}
             meds = [statistics.median(v) for v in per.values()]
             n = sorted({len(v) for v in per.values()})
-            print(f"| {suite} | {m} | {'/'.join(map(str, n))} | {statistics.median(meds):.3f}x | {min(meds):.2f}x |")
+            tau = f"{statistics.median(taus[(suite, m)]):.2f}" if (suite, m) in taus else "-"
+            low = min(per, key=lambda i: statistics.median(per[i]))
+            print(f"| {suite} | {m} | {'/'.join(map(str, n))} | {statistics.median(meds):.3f}x | "
+                  f"{low} {statistics.median(per[low]):.3f}x | {tau} |")
     print()
     for suite in suites:
         ids = [i for (s, i, m) in runs if s == suite and m == first and (s, i, second) in runs]
