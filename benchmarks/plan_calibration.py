@@ -45,8 +45,8 @@ def plan_rows(model: Model, gen: Generator, prompt: list[int], max_tokens: int) 
     pending: dict[str, Any] = {}
     plan_fn, propose_fn, observe_fn = auto._plan, auto.propose, auto.observe
 
-    def plan(tree, depth, budget):  # type: ignore[no-untyped-def]
-        pending["plan"] = plan_fn(tree, depth, budget)
+    def plan(*a):  # type: ignore[no-untyped-def]
+        pending["plan"] = plan_fn(*a)
         return pending["plan"]
 
     def propose(tokens, budget):  # type: ignore[no-untyped-def]

@@ -1,0 +1,70 @@
+"""Are `auto`'s plans worth the tokens they predict? Replayed over `pyaccel bench --json`
+runs' plain outputs (no model decode, no timing noise): every drafted step's expected
+tokens (1 + the calibrated path probabilities of the nodes its plan kept) against the
+tokens it committed (1 + accepted), pooled by draft size. `plan_calibration.py` does the
+same by band of predicted speedup on live generations.
+
+One proposer carried over every file's prompts in order, each prompt replayed `--rounds`
+times in a row as `pyaccel bench --rounds` runs it; only the last round's steps count.
+
+    python benchmarks/replay_calibration.py bench-results/eplain52.json bench-results/hxplain53.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from pyaccel.bench.replay import simulate
+from pyaccel.methods import make_method
+from pyaccel.types import Draft
+
+sys.path.insert(0, str(Path(__file__).parent))
+from replay_passes import load_replay  # noqa: E402
+
+BANDS = ((1, 3), (4, 15), (16, 36), (37, 63))
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("results", nargs="+")
+    ap.add_argument("--model", default="qwen2.5-coder-1.5b-instruct")
+    ap.add_argument("--method", default="auto", help="an auto spec (e.g. auto:plan_margin=0.05)")
+    ap.add_argument("--rounds", type=int, default=2)
+    args = ap.parse_args()
+    proposer: Any = None
+    rows: list[tuple[int, float, int]] = []  # (drafted, expected tokens, committed tokens)
+    for path in args.results:
+        model, recorded = load_replay(path, args.model, None)
+        if proposer is None:
+            proposer = make_method(args.method)
+            proposer.bind(model)
+            plan_fn, pending = proposer._plan, {}
+
+            def plan(*a):  # type: ignore[no-untyped-def]
+                pending["plan"] = plan_fn(*a)
+                return pending["plan"]
+
+            proposer._plan = plan
+        for p, prompt, output in recorded:
+            for rnd in range(args.rounds):
+                def step(done: int, draft: Draft, path_: list[int], depth: int, last: bool = rnd == args.rounds - 1) -> None:
+                    p_ = pending.pop("plan", None)
+                    if last and len(draft) and p_ is not None and len(p_.nodes) == len(draft):
+                        rows.append((len(draft), float(p_.expected_tokens), len(path_) + 1))
+                pending.clear()
+                simulate(proposer, prompt, output, model.costs.relative_at, on_step=step, max_tokens=p["max_tokens"])
+    print(f"{len(rows)} drafted steps (last round)")
+    print("| draft size | steps | expected tokens | committed tokens | committed / expected |\n|---|---|---|---|---|")
+    for lo, hi in BANDS:
+        band = [r for r in rows if lo <= r[0] <= hi]
+        if band:
+            e, t = sum(r[1] for r in band), sum(r[2] for r in band)
+            print(f"| {lo}-{hi} | {len(band)} | {e:.1f} | {t} | {t / e:.3f} |")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
