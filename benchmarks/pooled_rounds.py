@@ -1,7 +1,8 @@
 """Several `pyaccel bench --json` runs of the same prompts pooled, as one run of all their
 rounds: per suite and method the median over prompts of each prompt's median speedup, the
-lowest of those and the median tau of its runs, and one method against another prompt by prompt (geometric mean of the
-ratio of their per-prompt medians, and on how many prompts the first is ahead), with
+lowest of those and the median tau of its runs, and one method against another prompt by
+prompt (geometric mean of the ratio of their per-prompt medians, and on how many prompts
+the first is ahead), with
 95% bootstrap intervals for that geometric mean and for the ratio of the two suite medians
 (prompts drawn with replacement, and each drawn prompt's runs of each method; `--bootstrap
 0` leaves them out): an interval holding 1 is a difference the runs cannot tell from noise.
@@ -68,12 +69,12 @@ def main() -> int:
     for suite in suites:
         for m in methods:
             per = {i: v for (s, i, mm), v in runs.items() if s == suite and mm == m}
-            meds = [statistics.median(v) for v in per.values()]
+            meds = {i: statistics.median(v) for i, v in per.items()}
             n = sorted({len(v) for v in per.values()})
             tau = f"{statistics.median(taus[(suite, m)]):.2f}" if (suite, m) in taus else "-"
-            low = min(per, key=lambda i: statistics.median(per[i]))
-            print(f"| {suite} | {m} | {'/'.join(map(str, n))} | {statistics.median(meds):.3f}x | "
-                  f"{low} {statistics.median(per[low]):.3f}x | {tau} |")
+            low = min(meds, key=meds.__getitem__)
+            print(f"| {suite} | {m} | {'/'.join(map(str, n))} | {statistics.median(meds.values()):.3f}x | "
+                  f"{low} {meds[low]:.3f}x | {tau} |")
     print()
     for suite in suites:
         ids = [i for (s, i, m) in runs if s == suite and m == first and (s, i, second) in runs]

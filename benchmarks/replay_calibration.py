@@ -13,11 +13,11 @@ times in a row as `pyaccel bench --rounds` runs it; only the last round's steps 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
-from typing import Any
 
-from pyaccel.bench.replay import simulate
+from pyaccel.bench.replay import recorded_plain, simulate
 from pyaccel.methods import make_method
 from pyaccel.types import Draft
 
@@ -34,28 +34,30 @@ def main() -> int:
     ap.add_argument("--method", default="auto", help="an auto spec (e.g. auto:plan_margin=0.05)")
     ap.add_argument("--rounds", type=int, default=2)
     args = ap.parse_args()
-    proposer: Any = None
+    model, recorded = load_replay(args.results[0], args.model, None)
+    for path in args.results[1:]:
+        recorded += recorded_plain(json.loads(Path(path).read_text(encoding="utf-8")), model)
+    proposer = make_method(args.method)
+    proposer.bind(model)
+    plan_fn, pending = proposer._plan, {}
+
+    def plan(*a):  # type: ignore[no-untyped-def]
+        pending["plan"] = plan_fn(*a)
+        return pending["plan"]
+
     rows: list[tuple[int, float, int]] = []  # (drafted, expected tokens, committed tokens)
-    for path in args.results:
-        model, recorded = load_replay(path, args.model, None)
-        if proposer is None:
-            proposer = make_method(args.method)
-            proposer.bind(model)
-            plan_fn, pending = proposer._plan, {}
 
-            def plan(*a):  # type: ignore[no-untyped-def]
-                pending["plan"] = plan_fn(*a)
-                return pending["plan"]
+    def step(done: int, draft: Draft, path: list[int], depth: int) -> None:
+        made = pending.pop("plan", None)  # this step's plan, if it made one
+        if len(draft) and made is not None and len(made.nodes) == len(draft):
+            rows.append((len(draft), float(made.expected_tokens), len(path) + 1))
 
-            proposer._plan = plan
-        for p, prompt, output in recorded:
-            for rnd in range(args.rounds):
-                def step(done: int, draft: Draft, path_: list[int], depth: int, last: bool = rnd == args.rounds - 1) -> None:
-                    p_ = pending.pop("plan", None)
-                    if last and len(draft) and p_ is not None and len(p_.nodes) == len(draft):
-                        rows.append((len(draft), float(p_.expected_tokens), len(path_) + 1))
-                pending.clear()
-                simulate(proposer, prompt, output, model.costs.relative_at, on_step=step, max_tokens=p["max_tokens"])
+    proposer._plan = plan
+    for p, prompt, output in recorded:
+        for rnd in range(args.rounds):
+            pending.clear()
+            simulate(proposer, prompt, output, model.costs.relative_at, max_tokens=p["max_tokens"],
+                     on_step=step if rnd == args.rounds - 1 else None)
     print(f"{len(rows)} drafted steps (last round)")
     print("| draft size | steps | expected tokens | committed tokens | committed / expected |\n|---|---|---|---|---|")
     for lo, hi in BANDS:
