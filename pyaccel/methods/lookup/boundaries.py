@@ -15,10 +15,18 @@ A prose boundary is a stream position outside fenced code blocks whose token is
 punctuation (its text, spaces aside, only punctuation marks) or follows such a token.
 `ProseBoundaries` marks them incrementally over the stream (prompt and output alike), from
 each token's rendered piece.
+
+Inside code the prose is in comments and docstrings, and there a copy breaks at line ends:
+an answer rewriting a docstring reuses the old one's phrases but wraps and ends its lines
+elsewhere ("... a custom search\n    path." becomes "... a custom search path.\n"), where
+code is copied line for line. So the same object also marks *comment line ends*: stream
+positions inside a fenced block whose token holds the line break of a comment line or of a
+line inside a triple-quoted string, or follows such a token (`LookupTuning.comment_hazard`).
 """
 
 from __future__ import annotations
 
+import re
 from typing import Sequence
 
 import numpy as np
@@ -26,12 +34,69 @@ import numpy as np
 from .named import FENCE
 
 _PUNCT = b"!\"'(),.:;?[]{}`"
+_TRIPLE = re.compile(rb'"""|\'\'\'')
+_COMMENT_OPENERS = (b"#", b"//", b"/*", b"*", b"--")
+_TRAILING_COMMENTS = (b" # ", b" // ")
 
 
 def is_punct(piece: bytes) -> bool:
     """Is this token's text, spaces aside, only punctuation marks (and no line break)?"""
     core = piece.strip(b" \t")
     return bool(core) and not core.translate(None, _PUNCT)
+
+
+def is_comment_line(line: bytes) -> bool:
+    """Does this line of code (no line break) open with a comment marker, or end in a
+    comment after its code?"""
+    core = line.strip()
+    return core.startswith(_COMMENT_OPENERS) or core in (b"*", b"*/") or any(c in line for c in _TRAILING_COMMENTS)
+
+
+def open_quote_after(quote: bytes | None, line: bytes) -> bytes | None:
+    """The triple quote still open at the end of `line`, given the one open at its start."""
+    pos = 0
+    while True:
+        if quote is None:
+            m = _TRIPLE.search(line, pos)
+            if m is None:
+                return None
+            quote, pos = m.group(), m.end()
+        else:
+            k = line.find(quote, pos)
+            if k < 0:
+                return quote
+            quote, pos = None, k + len(quote)
+
+
+class CodeLines:
+    """Reads code piece by piece and says which pieces end a line of prose: a comment line,
+    or a line that ends inside a triple-quoted string."""
+
+    def __init__(self) -> None:
+        self._quote: bytes | None = None  # the triple quote open at the current line's start
+        self._line = bytearray()  # the current line so far
+
+    def reset(self) -> None:
+        self._quote, self._line = None, bytearray()
+
+    def ends_prose(self, piece: bytes) -> bool:
+        """Read the next piece: does a line break in it end a line of prose?"""
+        if b"\n" not in piece:
+            self._line += piece
+            return False
+        *done, rest = piece.split(b"\n")
+        ended = False
+        for seg in done:
+            line = bytes(self._line) + seg
+            if self._quote is None and line.lstrip().startswith(_COMMENT_OPENERS):
+                ended = True
+            else:
+                after = open_quote_after(self._quote, line)
+                ended |= after is not None or (self._quote is None and is_comment_line(line))
+                self._quote = after
+            self._line = bytearray()
+        self._line += rest
+        return ended
 
 
 class ProseBoundaries:
@@ -45,6 +110,9 @@ class ProseBoundaries:
         self._punct = np.zeros(256, dtype=bool)
         self._code = np.zeros(256, dtype=bool)
         self._flag = np.zeros(256, dtype=bool)  # a prose boundary
+        self._end = np.zeros(256, dtype=bool)  # the piece ends a line of prose inside code
+        self._comment = np.zeros(256, dtype=bool)  # a comment line end
+        self._lines = CodeLines()
         self._n = 0
         self._open = False  # the text ends inside a fenced block
 
@@ -70,9 +138,12 @@ class ProseBoundaries:
         if any(b"`" in p for p in pieces):
             self._find_blocks()
             first = 0
+            self._lines.reset()
         else:
             self._code[first:self._n] = self._open
         self._mark(first)
+        for i in range(first, self._n):
+            self._mark_line_end(i, self._text[self._starts[i]:self._starts[i + 1] if i + 1 < self._n else None])
 
     def _append(self, piece: bytes) -> None:
         """`extend` by one piece with no backtick (a decode step's token), in scalars."""
@@ -83,13 +154,24 @@ class ProseBoundaries:
         punct, code = is_punct(piece), self._open
         self._punct[n], self._code[n] = punct, code
         self._flag[n] = not code and (punct or bool(self._punct[n - 1] and not self._code[n - 1]))
+        self._mark_line_end(n, piece)
         self._n = n + 1
+
+    def _mark_line_end(self, i: int, piece: bytes | bytearray) -> None:
+        """The comment line end flags of position i (code flag set, i - 1's flags final)."""
+        if self._code[i]:
+            self._end[i] = self._lines.ends_prose(bytes(piece))
+        else:
+            self._lines.reset()
+            self._end[i] = False
+        self._comment[i] = self._code[i] and (self._end[i] or self._end[i - 1])
 
     def _grow(self, n: int) -> None:
         if n > len(self._flag):
             more = max(n, 2 * len(self._flag)) - len(self._flag)
-            self._punct, self._code, self._flag = (np.concatenate([a, np.zeros(more, dtype=bool)])
-                                                   for a in (self._punct, self._code, self._flag))
+            self._punct, self._code, self._flag, self._end, self._comment = (
+                np.concatenate([a, np.zeros(more, dtype=bool)])
+                for a in (self._punct, self._code, self._flag, self._end, self._comment))
 
     def _find_blocks(self) -> None:
         """Mark every token whose piece overlaps a fenced block (its fence lines included)."""
@@ -117,6 +199,16 @@ class ProseBoundaries:
         """Per position, a prose boundary? With room beyond the stream (all False); valid
         until the next `extend`."""
         return self._flag
+
+    @property
+    def comment_flags(self) -> np.ndarray:
+        """Per position, a comment line end? With room beyond the stream (all False); valid
+        until the next `extend`."""
+        return self._comment
+
+    def comment_at(self, positions: np.ndarray) -> np.ndarray:
+        """Per position (stream indices; negative or unseen ones: False): a comment line end?"""
+        return self._comment[np.minimum(np.asarray(positions, dtype=np.int64), len(self._comment) - 1)]
 
     def at(self, positions: np.ndarray) -> np.ndarray:
         """Per position (stream indices; negative or unseen ones: False): a prose boundary?"""

@@ -127,13 +127,21 @@ class LookupTuning:
     # 0.971x, modelled on the AMD host; docs/benchmarks.md).
     boundary_hazard: bool = True
     boundary_prior: float = 0.5
+    # The same, with statistics of its own, at a node copying a comment line end (the line
+    # break of a comment or docstring line inside a code block, or the token after it:
+    # `pyaccel.methods.lookup.boundaries`). Code is copied line for line, but a rewritten
+    # docstring or comment reuses the old phrases and wraps its lines elsewhere: on the AMD
+    # host docstring-which (edit_extra) drafted 63 tokens there and kept 0-2 (0.918x plain,
+    # modelled; docs/benchmarks.md).
+    comment_hazard: bool = True
+    comment_prior: float = 0.85
     follower: FollowerTuning = field(default_factory=FollowerTuning)
 
     def validate(self) -> None:
         for name in ("stats_decay", "copy_stats_decay"):
             if not 0.0 < getattr(self, name) <= 1.0:
                 raise ValueError(f"lookup {name} must be in (0, 1], got {getattr(self, name)}")
-        for name in ("named_prior", "named_prior_edited", "boundary_prior"):
+        for name in ("named_prior", "named_prior_edited", "boundary_prior", "comment_prior"):
             if not 0.0 <= getattr(self, name) <= 1.0:
                 raise ValueError(f"lookup {name} must be in [0, 1], got {getattr(self, name)}")
         if self.stats_prior_weight <= 0 or self.context_cap < 1:
@@ -149,18 +157,20 @@ class LookupTuning:
 class _Hazard:
     """h per bucket: FRESH buckets restart with every prompt, IN_LINE, AWAY and OPENING ones
     may be kept (one `_core.AcceptanceStats` each); h where a draft enters a named
-    occurrence (`named`: before and after the output showed an edit of the name) and h at a
-    prose boundary (`boundary`: per relation), kept with the copy statistics."""
+    occurrence (`named`: before and after the output showed an edit of the name), h at a
+    prose boundary (`boundary`: per relation) and h at a comment line end (`comment`: per
+    relation), kept with the copy statistics."""
 
     def __init__(self, tuning: LookupTuning) -> None:
         self.tuning = tuning
         self._fresh = self._new(tuning.prior_fresh)
         self._copies = self._new(self._copy_prior(), tuning.copy_stats_decay)
         self._named = self._new((tuning.named_prior, tuning.named_prior_edited), tuning.copy_stats_decay)
-        self._boundary = self._new_boundary()
+        self._boundary = self._new_per_relation(tuning.boundary_prior)
+        self._comment = self._new_per_relation(tuning.comment_prior)
 
-    def _new_boundary(self) -> "_core.AcceptanceStats":
-        return self._new((self.tuning.boundary_prior,) * N_RELATIONS, self.tuning.copy_stats_decay)
+    def _new_per_relation(self, prior: float) -> "_core.AcceptanceStats":
+        return self._new((prior,) * N_RELATIONS, self.tuning.copy_stats_decay)
 
     def _new(self, prior: tuple[float, ...], decay: float | None = None) -> "_core.AcceptanceStats":
         return _core.AcceptanceStats(list(prior), decay=self.tuning.stats_decay if decay is None else decay,
@@ -178,7 +188,8 @@ class _Hazard:
             self._copies = self._new(self._copy_prior(), self.tuning.copy_stats_decay)
             self._named = self._new((self.tuning.named_prior, self.tuning.named_prior_edited),
                                     self.tuning.copy_stats_decay)
-            self._boundary = self._new_boundary()
+            self._boundary = self._new_per_relation(self.tuning.boundary_prior)
+            self._comment = self._new_per_relation(self.tuning.comment_prior)
 
     def alpha(self) -> list[float]:
         return list(self._fresh.alpha()) + list(self._copies.alpha())
@@ -204,6 +215,13 @@ class _Hazard:
     def observe_boundary(self, relation: int, accepted: bool) -> None:
         self._boundary.observe_position(relation, accepted)
 
+    def comment(self, relation: int) -> float:
+        """P(a copy of this relation goes on at a comment line end)."""
+        return float(self._comment.alpha()[relation])
+
+    def observe_comment(self, relation: int, accepted: bool) -> None:
+        self._comment.observe_position(relation, accepted)
+
     def observe_position(self, bucket: int, accepted: bool) -> None:
         if bucket < N_BUCKETS:
             self._fresh.observe_position(bucket, accepted)
@@ -213,20 +231,24 @@ class _Hazard:
 
 class _BucketObserver:
     """Routes a shadow's position outcomes to the bucket of that position's agreement (at a
-    prose boundary: to the boundary hazard of the draft's relation too), and the
+    prose boundary or a comment line end: to that hazard of the draft's relation too), and the
     outcome of each named occurrence it drafts through whole to the named hazard: a
     failure at any of its positions, or its last position accepted (an occurrence of
     `enterabs` renamed `enter_absolute` shares its first token with the new name)."""
 
     def __init__(self, stats: "_Hazard", buckets: list[int],
-                 named: dict[int, tuple[int, bool]] | None = None, boundaries: frozenset[int] = frozenset()) -> None:
+                 named: dict[int, tuple[int, bool]] | None = None, boundaries: frozenset[int] = frozenset(),
+                 comment_ends: frozenset[int] = frozenset()) -> None:
         self.stats, self.buckets, self.named, self.boundaries = stats, buckets, named or {}, boundaries
+        self.comment_ends = comment_ends
 
     def observe_position(self, position: int, accepted: bool) -> None:
         if position < len(self.buckets):
             self.stats.observe_position(self.buckets[position], accepted)
             if position in self.boundaries:
                 self.stats.observe_boundary(self.buckets[0] // N_BUCKETS, accepted)
+            if position in self.comment_ends:
+                self.stats.observe_comment(self.buckets[0] // N_BUCKETS, accepted)
             for first, (last, edited) in self.named.items():
                 if first <= position <= last and (not accepted or position == last):
                     self.stats.observe_named(edited, accepted)
@@ -245,8 +267,9 @@ class _Candidates:
     # Chain positions entering a named occurrence: the chain's last position in it, and has
     # the output shown an edit of its name?
     named: dict[int, tuple[int, bool]] = field(default_factory=dict)
-    # Chain positions copying a prose boundary.
+    # Chain positions copying a prose boundary, and a comment line end.
     boundaries: frozenset[int] = frozenset()
+    comment_ends: frozenset[int] = frozenset()
     # Does a node copy the end of the opening line of one of the prompt's code blocks?
     enters_block: bool = False
 
@@ -316,7 +339,7 @@ class PromptLookup(Proposer):
         # The same stream indices as an array, for `_with_entry`'s test of every step's nodes.
         self._opening_ids = np.fromiter(sorted(self._follower.openings), dtype=np.int64)
         self._boundaries: ProseBoundaries | None = None
-        if self.tuning.boundary_hazard and pieces is not None:
+        if (self.tuning.boundary_hazard or self.tuning.comment_hazard) and pieces is not None:
             self._boundaries = ProseBoundaries()
             self._boundaries.extend(pieces)
 
@@ -396,14 +419,22 @@ class PromptLookup(Proposer):
 
     def _with_boundaries(self, cand: _Candidates, positions: np.ndarray) -> _Candidates:
         """`cand` with the boundary hazard of its relation applied at every node copying a
-        prose boundary, and the chain positions that do noted for its shadow."""
+        prose boundary, and the comment hazard at every node copying a comment line end
+        (each where it is on), and the chain positions that do noted for its shadow."""
         assert self._boundaries is not None
-        hit = _core.tree_flagged_products(cand.parents, positions, cand.path_probs, self._boundaries.flags,
-                                          self._stats.boundary(cand.buckets[0] // N_BUCKETS), len(cand.chain))
-        if hit is None:
-            return cand
-        probs, on_chain = hit
-        return replace(cand, path_probs=probs, boundaries=frozenset(on_chain))
+        relation = cand.buckets[0] // N_BUCKETS
+        if self.tuning.boundary_hazard:
+            hit = _core.tree_flagged_products(cand.parents, positions, cand.path_probs, self._boundaries.flags,
+                                              self._stats.boundary(relation), len(cand.chain))
+            if hit is not None:
+                cand = replace(cand, path_probs=hit[0], boundaries=frozenset(hit[1]))
+        if self.tuning.comment_hazard:
+            hit = _core.tree_flagged_products(cand.parents, positions, cand.path_probs,
+                                              self._boundaries.comment_flags, self._stats.comment(relation),
+                                              len(cand.chain))
+            if hit is not None:
+                cand = replace(cand, path_probs=hit[0], comment_ends=frozenset(hit[1]))
+        return cand
 
     def _with_named(self, cand: _Candidates, positions: np.ndarray) -> _Candidates:
         """`cand` with the named hazard applied where its nodes (copying the stream at
@@ -441,7 +472,8 @@ class PromptLookup(Proposer):
         tree = self._index.lookup(self.n_min, self.n_max, self.max_draft, branches, self.tuning.context_cap)
         cands = self._candidates(tokens, tree)
         for c in cands:
-            self._shadows.add(len(tokens), c.chain, _BucketObserver(self._stats, c.buckets, c.named, c.boundaries))
+            self._shadows.add(len(tokens), c.chain,
+                              _BucketObserver(self._stats, c.buckets, c.named, c.boundaries, c.comment_ends))
         return cands, depth
 
     def candidates(self, tokens: list[int], budget: int) -> list[Candidate]:
