@@ -12,33 +12,20 @@ times in a row as `pyaccel bench --rounds` runs it; only the last round's steps 
 
 from __future__ import annotations
 
-import argparse
-import json
 import sys
 from pathlib import Path
 
-from pyaccel.bench.replay import recorded_plain, simulate
-from pyaccel.methods import make_method
+from pyaccel.bench.replay import simulate
 from pyaccel.types import Draft
 
 sys.path.insert(0, str(Path(__file__).parent))
-from replay_passes import load_replay  # noqa: E402
+from replay_passes import bound_replays  # noqa: E402
 
 BANDS = ((1, 3), (4, 15), (16, 36), (37, 63))
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("results", nargs="+")
-    ap.add_argument("--model", default="qwen2.5-coder-1.5b-instruct")
-    ap.add_argument("--method", default="auto", help="an auto spec (e.g. auto:plan_margin=0.05)")
-    ap.add_argument("--rounds", type=int, default=2)
-    args = ap.parse_args()
-    model, recorded = load_replay(args.results[0], args.model, None)
-    for path in args.results[1:]:
-        recorded += recorded_plain(json.loads(Path(path).read_text(encoding="utf-8")), model)
-    proposer = make_method(args.method)
-    proposer.bind(model)
+    args, model, proposer, recorded = bound_replays(__doc__, "auto", "auto:plan_margin=0.05")
     plan_fn, pending = proposer._plan, {}
 
     def plan(*a):  # type: ignore[no-untyped-def]

@@ -76,6 +76,24 @@ def load_replay(results: str, model_name: str, curve: str | None) -> tuple[Model
     return model, recorded_plain(data, model)
 
 
+def bound_replays(doc: str, method: str, example: str) -> tuple[argparse.Namespace, Model, Any, list]:
+    """For a tool that replays a method over several results files: its arguments (the
+    files, --model, --method defaulting to `method`, --rounds), the model, the method bound
+    to it, and every file's `recorded_plain` read by that one model, in order."""
+    ap = argparse.ArgumentParser(description=doc.splitlines()[0])
+    ap.add_argument("results", nargs="+")
+    ap.add_argument("--model", default="qwen2.5-coder-1.5b-instruct")
+    ap.add_argument("--method", default=method, help=f"a {method} spec (e.g. {example})")
+    ap.add_argument("--rounds", type=int, default=2)
+    args = ap.parse_args()
+    model, recorded = load_replay(args.results[0], args.model, None)
+    for path in args.results[1:]:
+        recorded += recorded_plain(json.loads(open(path, encoding="utf-8").read()), model)
+    proposer = make_method(args.method)
+    proposer.bind(model)
+    return args, model, proposer, recorded
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("results", help="a pyaccel bench --json file (its plain runs are replayed)")
