@@ -157,6 +157,20 @@ def test_comment_line_ends_grown_a_few_tokens_at_a_time_are_those_of_the_whole_t
         assert pb.comment_at(np.arange(len(CODE))).tolist() == COMMENT_WANT
 
 
+def test_both_flags_grown_in_any_steps_are_those_of_the_whole_text() -> None:
+    """Random streams of fences, inline code, quotes, comments and line breaks."""
+    alphabet = [b"```", b"```python\n", b" `x`", b'"""', b"    #", b" c", b"\n", b".\n\n", b" w", b",", b"  # "]
+    for seed in range(30):
+        rng = random.Random(seed)
+        pieces = [rng.choice(alphabet) for _ in range(120)]
+        whole = ProseBoundaries()
+        whole.extend(pieces)
+        every = np.arange(len(pieces))
+        for pb in _grown(pieces):
+            assert pb.at(every).tolist() == whole.at(every).tolist()
+            assert pb.comment_at(every).tolist() == whole.comment_at(every).tolist()
+
+
 QQQ, INDENT = 6, 7
 CODE_VOCAB = {**VOCAB, QQQ: b'    """', INDENT: b"    "}
 

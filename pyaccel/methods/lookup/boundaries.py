@@ -135,15 +135,40 @@ class ProseBoundaries:
         self._grow(self._n + len(pieces) + 1)
         self._n += len(pieces)
         self._punct[first:self._n] = [is_punct(p) for p in pieces]
+        start = first  # where the comment line ends are read again
         if any(b"`" in p for p in pieces):
+            was_code = self._code[:first].copy()
             self._find_blocks()
-            first = 0
+            self._mark(0)
+            # From the start of the code run holding the first position whose flag moved
+            # (a closed fence may turn a long tail into prose): the state there is fresh.
+            moved = np.flatnonzero(was_code != self._code[:first])
+            lo = int(moved[0]) if len(moved) else first
+            prose = np.flatnonzero(~self._code[:lo])
+            start = int(prose[-1]) + 1 if len(prose) else 0
             self._lines.reset()
         else:
             self._code[first:self._n] = self._open
-        self._mark(first)
-        for i in range(first, self._n):
-            self._mark_line_end(i, self._text[self._starts[i]:self._starts[i + 1] if i + 1 < self._n else None])
+            self._mark(first)
+        self._mark_line_ends(start)
+
+    def _mark_line_ends(self, start: int) -> None:
+        """The comment line end flags of positions start .. the stream's end, reading the
+        code positions' pieces on from the line state at `start` (fresh where start - 1 is
+        not code)."""
+        n, prev = self._n, start - 1
+        self._end[start:n] = False
+        for i in (np.flatnonzero(self._code[start:n]) + start).tolist():
+            if i != prev + 1:
+                self._lines.reset()
+            self._end[i] = self._lines.ends_prose(bytes(self._text[self._starts[i]:self._starts[i + 1] if i + 1 < n
+                                                                   else len(self._text)]))
+            prev = i
+        if not self._code[n - 1]:
+            self._lines.reset()
+        before = self._end[start - 1] if start > 0 else False
+        after_end = np.concatenate([[before], self._end[start:n - 1]])
+        self._comment[start:n] = self._code[start:n] & (self._end[start:n] | after_end)
 
     def _append(self, piece: bytes) -> None:
         """`extend` by one piece with no backtick (a decode step's token), in scalars."""
