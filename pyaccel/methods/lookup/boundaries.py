@@ -35,7 +35,7 @@ from .named import FENCE
 
 _PUNCT = b"!\"'(),.:;?[]{}`"
 _TRIPLE = re.compile(rb'"""|\'\'\'')
-_COMMENT_OPENERS = (b"#", b"//", b"/*", b"*", b"--")
+_COMMENT_OPENERS = (b"#", b"//", b"/*", b"* ", b"--")
 _TRAILING_COMMENTS = (b" # ", b" // ")
 
 
