@@ -341,7 +341,11 @@ class LlamaBackend:
 
     def tokenize(self, text: str, add_special: bool = True, parse_special: bool = True) -> list[int]:
         self._require_open()
-        data = text.encode("utf-8")
+        try:
+            data = text.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise ValueError(f"the text holds {text[exc.start:exc.end]!r} at index {exc.start}, a lone surrogate "
+                             "that UTF-8 cannot encode: pass valid Unicode text") from None
         cap = len(data) + 16
         buf = (llama_cpp.llama_token * cap)()
         n = llama_cpp.llama_tokenize(self._vocab, data, len(data), buf, cap, add_special, parse_special)

@@ -48,6 +48,8 @@ class Request:
     max_tokens: int
     sampling: SamplingConfig
     stop: Sequence[str] = ()
+    # Reuse the cached prefix of earlier calls (False: prefill the whole prompt afresh).
+    cache_prompt: bool = True
 
 
 def sampling_params(s: SamplingConfig) -> _core.SamplingParams:
@@ -330,9 +332,10 @@ def run(backend: LlamaBackend, cache: TargetCache, proposer: "Proposer", req: Re
         yield Result("", [], "length", st.stats)
         return
     t0 = time.perf_counter()
-    if req.sampling.seed is not None and not req.sampling.greedy:
+    if not req.cache_prompt or (req.sampling.seed is not None and not req.sampling.greedy):
         # A reused prefix changes the batch shapes, hence the logits in their last bits,
-        # hence which token a seeded draw picks: a seeded run always prefills afresh.
+        # hence which token a seeded draw picks (or greedy decoding at a near-tie): a seeded
+        # run, and one asked to, prefills afresh.
         cache.truncate(0)
     st.stats.cached_prompt_tokens = cache.prefill(req.prompt)
     with _model_output(None):

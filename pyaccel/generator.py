@@ -55,7 +55,7 @@ class Generator:
             self.method.bind(self.target)
 
     def _request(self, prompt: str | Sequence[int], max_tokens: int, stop: str | Sequence[str] | None,
-                 sampling: SamplingConfig) -> Request:
+                 sampling: SamplingConfig, cache_prompt: bool) -> Request:
         if isinstance(prompt, str):
             if not prompt:
                 raise ValueError("the prompt is empty: give at least one character of text")
@@ -65,7 +65,8 @@ class Generator:
                 tokens = [int(t) for t in prompt]
             except TypeError:
                 raise TypeError(f"prompt must be text or a sequence of token ids, got {type(prompt).__name__}") from None
-        return Request(prompt=tokens, max_tokens=max_tokens, sampling=sampling, stop=_stops(stop))
+        return Request(prompt=tokens, max_tokens=max_tokens, sampling=sampling, stop=_stops(stop),
+                       cache_prompt=bool(cache_prompt))
 
     def stream(
         self,
@@ -78,14 +79,17 @@ class Generator:
         min_p: float = defaults.MIN_P,
         seed: int | None = None,
         stop: str | Sequence[str] | None = None,
+        cache_prompt: bool = True,
     ) -> Iterator[str | Result]:
-        """Yield text pieces as they are decided, then the `Result`."""
+        """Yield text pieces as they are decided, then the `Result`. `cache_prompt=False`
+        prefills the whole prompt afresh instead of reusing the prefix an earlier call left
+        in the model's cache (slower, but a greedy answer then does not depend on it)."""
         if self._closed:
             raise RuntimeError("this Generator is closed (close() released what its method opened): "
                                "make a new Generator")
         sampling = SamplingConfig(temperature=temperature, top_k=top_k, top_p=top_p, min_p=min_p, seed=seed)
         sampling.validate()
-        req = self._request(prompt, max_tokens, stop, sampling)
+        req = self._request(prompt, max_tokens, stop, sampling, cache_prompt)
         with self.target.turn():
             before = dict(self.method.counters)
             for item in run(self.target.backend, self.target.cache, self.method, req):

@@ -24,6 +24,10 @@ if TYPE_CHECKING:
     from . import _core
 
 
+# The largest top_k the sampler takes (a C int; any k >= the vocabulary keeps every token).
+MAX_TOP_K = 2**31 - 1
+
+
 @dataclass(frozen=True)
 class SamplingConfig:
     """How tokens are chosen. temperature 0 is greedy; 0 / 1.0 / 0.0 switch top-k / top-p / min-p off."""
@@ -45,8 +49,8 @@ class SamplingConfig:
                 raise TypeError(f"{name} must be an int, got {type(value).__name__} {value!r}")
         if not self.temperature >= 0.0:
             raise ValueError(f"temperature must be >= 0 (0 means greedy), got {self.temperature}")
-        if self.top_k < 0:
-            raise ValueError(f"top_k must be >= 0 (0 switches it off), got {self.top_k}")
+        if not 0 <= self.top_k <= MAX_TOP_K:
+            raise ValueError(f"top_k must be in [0, {MAX_TOP_K}] (0 switches it off), got {self.top_k}")
         if not 0.0 < self.top_p <= 1.0:
             raise ValueError(f"top_p must be in (0, 1] (1 switches it off), got {self.top_p}")
         if not 0.0 <= self.min_p <= 1.0:

@@ -107,6 +107,19 @@ def test_common_prompt_prefix_is_reused(gemma: pyaccel.Model) -> None:
     assert fresh.generate(base + "what is 3+3?", max_tokens=8).tokens == again.tokens
 
 
+def test_cache_prompt_false_prefills_afresh(gemma: pyaccel.Model) -> None:
+    """A reused prefix changes the prefill's batches, so a greedy answer may differ at a
+    near-tie with what ran before; cache_prompt=False makes it independent of that."""
+    gen = pyaccel.Generator(gemma, "plain")
+    chat = [{"role": "user", "content": "List three colors."}]
+    first = gen.chat(chat, max_tokens=12, cache_prompt=False)
+    gen.generate("def fibonacci(n):", max_tokens=4)
+    gen.chat(chat[:1] + [{"role": "assistant", "content": "Red."}, chat[0]], max_tokens=2)  # shares a prefix
+    again = gen.chat(chat, max_tokens=12, cache_prompt=False)
+    assert first.stats.cached_prompt_tokens == again.stats.cached_prompt_tokens == 0
+    assert again.tokens == first.tokens
+
+
 def test_chat_without_a_template_uses_the_family_turn_format(gemma: pyaccel.Model) -> None:
     """Gemma 3 270M's file ships no chat template: chat() renders Gemma's turns itself."""
     assert gemma.backend.chat_template is None
@@ -126,6 +139,7 @@ def test_chat_without_a_template_uses_the_family_turn_format(gemma: pyaccel.Mode
         (dict(temperature=-0.5), "temperature"),
         (dict(top_p=0.0), "top_p"),
         (dict(top_k=-3), "top_k"),
+        (dict(top_k=2**31), "top_k"),
         (dict(min_p=2.0), "min_p"),
     ],
 )

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -134,6 +135,9 @@ def test_completion(client: Any) -> None:
     streamed = client.completions.create(model=MODEL, prompt="def add(a, b):", max_tokens=8, temperature=0,
                                          stream=True)
     assert "".join(c.choices[0].text for c in streamed) == r.choices[0].text
+    cold = client.completions.create(model=MODEL, prompt="def add(a, b):", max_tokens=8, temperature=0,
+                                     extra_body={"cache_prompt": False})  # as llama.cpp's server takes it
+    assert cold.model_extra["timings"]["cached_prompt_tokens"] == 0
 
 
 def test_errors(server: str, client: Any) -> None:
@@ -155,6 +159,9 @@ def test_errors(server: str, client: Any) -> None:
     assert raw.status_code == 400 and raw.json()["error"]["type"] == "invalid_request_error"
     raw = httpx.post(f"{server}/v1/chat/completions", json={"model": MODEL}, headers=headers)
     assert raw.status_code == 400 and raw.json()["error"]["param"] == "messages"
+    body = json.dumps({"model": MODEL, "prompt": "a\ud800b", "max_tokens": 2})  # a lone surrogate, escaped
+    raw = httpx.post(f"{server}/v1/completions", content=body.encode(), headers=headers)
+    assert raw.status_code == 400 and raw.json()["error"]["param"] == "prompt", raw.text
     assert httpx.get(f"{server}/v1/nowhere", headers=headers).json()["error"]["message"]
 
 
@@ -258,6 +265,26 @@ def test_request_validation_names_the_parameter() -> None:
         assert (err.status, err.param) == (400, param)
     with pytest.raises(ValidationError):
         CompletionRequest.model_validate({"model": "m", "prompt": ["a", "b"]})
+    hi = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
+    for extra, param in (({"top_k": 2**31}, "top_k"), ({"frequency_penalty": 0.5}, "frequency_penalty"),
+                         ({"presence_penalty": 1}, "presence_penalty"), ({"logit_bias": {"1": 5}}, "logit_bias"),
+                         ({"response_format": {"type": "json_object"}}, "response_format"),
+                         ({"functions": [{"name": "f"}]}, "functions")):
+        with pytest.raises(ValidationError) as e:
+            ChatRequest.model_validate({**hi, **extra})
+        assert from_validation(e.value).param == param, extra
+
+
+def test_null_is_the_default_as_openai_allows() -> None:
+    """Clients that send every field they know, unset ones as null, get the defaults."""
+    from pyaccel.server.schemas import ChatRequest
+
+    nulls = dict.fromkeys(("temperature", "top_p", "top_k", "min_p", "n", "stream", "presence_penalty",
+                           "frequency_penalty", "logit_bias", "response_format", "seed", "stop", "max_tokens"))
+    req = ChatRequest.model_validate({"model": "m", "messages": [{"role": "user", "content": "hi"}], **nulls})
+    assert (req.temperature, req.top_p, req.top_k, req.n, req.stream, req.stops) == (0.0, 1.0, 0, 1, False, [])
+    assert ChatRequest.model_validate({"model": "m", "messages": [{"role": "user", "content": "hi"}],
+                                       "response_format": {"type": "text"}}).response_format == {"type": "text"}
 
 
 def test_a_failed_generation_is_the_servers_fault_unless_the_prompt_overflows() -> None:

@@ -121,7 +121,7 @@ def _options(req: SamplingRequest, limits: Limits) -> dict[str, Any]:
     except (TypeError, ValueError) as exc:
         raise invalid(str(exc)) from None
     return dict(max_tokens=req.max_tokens or limits.max_tokens, temperature=req.temperature, top_k=req.top_k,
-                top_p=req.top_p, min_p=req.min_p, seed=req.seed, stop=req.stops)
+                top_p=req.top_p, min_p=req.min_p, seed=req.seed, stop=req.stops, cache_prompt=req.cache_prompt)
 
 
 def _check_prompt(prompt: list[int], limits: Limits, param: str) -> None:
@@ -215,7 +215,10 @@ async def completions(request: Request) -> Response:
     generator = _generator(state, req.model)
     if isinstance(req.prompt, str) or isinstance(req.prompt[0], str):
         text = req.prompt if isinstance(req.prompt, str) else str(req.prompt[0])
-        prompt = generator.target.tokenize(text)
+        try:
+            prompt = generator.target.tokenize(text)
+        except ValueError as exc:
+            raise invalid(str(exc), param="prompt") from None
     else:
         prompt = [int(t) for t in req.prompt]
         bad = [t for t in prompt if not 0 <= t < generator.target.n_vocab]

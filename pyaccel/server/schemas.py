@@ -9,7 +9,7 @@ from typing import Any, Literal, Union
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from .. import defaults
-from ..types import Result
+from ..types import MAX_TOP_K, Result
 
 # OpenAI accepts at most this many stop sequences.
 MAX_STOPS = 4
@@ -30,7 +30,7 @@ class SamplingRequest(BaseModel):
     max_tokens: int | None = Field(None, ge=1)
     temperature: float = Field(defaults.TEMPERATURE, ge=0.0, le=2.0)
     top_p: float = Field(defaults.TOP_P, gt=0.0, le=1.0)
-    top_k: int = Field(defaults.TOP_K, ge=0)
+    top_k: int = Field(defaults.TOP_K, ge=0, le=MAX_TOP_K)
     min_p: float = Field(defaults.MIN_P, ge=0.0, le=1.0)
     seed: int | None = None
     stop: Union[str, list[str], None] = None
@@ -40,15 +40,33 @@ class SamplingRequest(BaseModel):
     presence_penalty: float = 0.0
     frequency_penalty: float = 0.0
     logprobs: Any = None
+    logit_bias: Any = None
+    response_format: Any = None
+    # An extension, as llama.cpp's server has it: false prefills the prompt afresh.
+    cache_prompt: bool = True
+
+    @model_validator(mode="before")
+    @classmethod
+    def _nulls_are_defaults(cls, data: Any) -> Any:
+        """OpenAI's API lets a client send null for any optional field (many clients send
+        every field they know, unset ones as null): null means the default."""
+        if isinstance(data, dict):
+            return {k: v for k, v in data.items() if v is not None}
+        return data
 
     @model_validator(mode="after")
     def _supported(self) -> "SamplingRequest":
         if self.n != 1:
             raise ValueError("n: only n=1 is supported (one choice per request)")
-        if self.presence_penalty or self.frequency_penalty:
-            raise ValueError("presence_penalty / frequency_penalty: penalties are not supported (leave them 0)")
+        for name in ("presence_penalty", "frequency_penalty"):
+            if getattr(self, name):
+                raise ValueError(f"{name}: penalties are not supported (leave it 0)")
         if self.logprobs:
             raise ValueError("logprobs: log probabilities are not supported")
+        if self.logit_bias:
+            raise ValueError("logit_bias: biasing tokens is not supported")
+        if self.response_format not in (None, {"type": "text"}):
+            raise ValueError("response_format: only {\"type\": \"text\"} is supported (no JSON mode or schema)")
         if isinstance(self.stop, list) and len(self.stop) > MAX_STOPS:
             raise ValueError(f"stop: at most {MAX_STOPS} stop sequences")
         return self
@@ -71,11 +89,14 @@ class ChatRequest(SamplingRequest):
     messages: list[ChatMessage] = Field(min_length=1)
     max_completion_tokens: int | None = Field(None, ge=1)
     tools: Any = None
+    functions: Any = None
 
     @model_validator(mode="after")
     def _chat_supported(self) -> "ChatRequest":
         if self.tools:
             raise ValueError("tools: tool calls are not supported")
+        if self.functions:
+            raise ValueError("functions: function calls are not supported")
         if self.max_tokens is None:
             self.max_tokens = self.max_completion_tokens
         return self
