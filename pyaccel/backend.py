@@ -167,6 +167,8 @@ class LlamaBackend:
         cparams.n_batch = config.n_batch
         cparams.n_ubatch = config.n_batch
         cparams.n_seq_max = n_seq_max
+        if config.n_threads is not None and (isinstance(config.n_threads, bool) or config.n_threads < 0):
+            raise ValueError(f"n_threads must be >= 1 (0 or None: the default), got {config.n_threads}")
         threads = config.n_threads or default_threads()
         cparams.n_threads = threads
         cparams.n_threads_batch = threads

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 from typing import Any, Iterator, Mapping, Sequence
+
+import numpy as np
 
 from . import defaults
 from .decode import Request, run
@@ -26,6 +29,22 @@ def _as_proposer(method: str | Proposer | None) -> Proposer:
         raise TypeError(f"method must be a method name or a pyaccel.Proposer subclass instance, "
                         f"got {type(method).__name__}: derive your proposer from pyaccel.Proposer")
     return method
+
+
+def _token_ids(prompt: object) -> list[int]:
+    """A prompt given as token ids, checked to be ints (bytes, floats or digit strings are
+    mistakes, never ids)."""
+    if isinstance(prompt, (bytes, bytearray, memoryview)):
+        raise TypeError(f"prompt must be text or a sequence of token ids, got {type(prompt).__name__}: "
+                        "decode it to str first")
+    try:
+        items = list(prompt)  # type: ignore[call-overload]
+    except TypeError:
+        raise TypeError(f"prompt must be text or a sequence of token ids, got {type(prompt).__name__}") from None
+    bad = [t for t in items if isinstance(t, bool) or not isinstance(t, (int, np.integer))]
+    if bad:
+        raise TypeError(f"prompt token ids must be ints, got {type(bad[0]).__name__} {bad[0]!r}")
+    return [int(t) for t in items]
 
 
 def _stops(stop: str | Sequence[str] | None) -> list[str]:
@@ -61,10 +80,7 @@ class Generator:
                 raise ValueError("the prompt is empty: give at least one character of text")
             tokens = self.target.tokenize(prompt)
         else:
-            try:
-                tokens = [int(t) for t in prompt]
-            except TypeError:
-                raise TypeError(f"prompt must be text or a sequence of token ids, got {type(prompt).__name__}") from None
+            tokens = _token_ids(prompt)
         return Request(prompt=tokens, max_tokens=max_tokens, sampling=sampling, stop=_stops(stop),
                        cache_prompt=bool(cache_prompt))
 
@@ -89,6 +105,8 @@ class Generator:
                                "make a new Generator")
         sampling = SamplingConfig(temperature=temperature, top_k=top_k, top_p=top_p, min_p=min_p, seed=seed)
         sampling.validate()
+        if seed == -1:  # llama.cpp's "random seed"
+            sampling = replace(sampling, seed=None)
         req = self._request(prompt, max_tokens, stop, sampling, cache_prompt)
         with self.target.turn():
             before = dict(self.method.counters)

@@ -122,6 +122,8 @@ def resolve_model(name_or_path: str | os.PathLike[str], *, pull_missing: bool = 
     """Map a registry name or a local path to an existing GGUF file, pulling it if needed."""
     if is_local_path(name_or_path):
         path = Path(name_or_path).expanduser()
+        if path.is_dir():
+            raise ModelNotFoundError(f"{str(path)!r} is a folder, not a model file: give the path of a .gguf in it")
         if not path.is_file():
             raise ModelNotFoundError(f"model file {str(path)!r} does not exist: check the path")
         return path

@@ -49,6 +49,8 @@ class SamplingConfig:
                 raise TypeError(f"{name} must be an int, got {type(value).__name__} {value!r}")
         if not self.temperature >= 0.0:
             raise ValueError(f"temperature must be >= 0 (0 means greedy), got {self.temperature}")
+        if self.seed is not None and not -1 <= self.seed < 2**64:
+            raise ValueError(f"seed must be in [0, 2**64) (-1 or None: a random seed), got {self.seed}")
         if not 0 <= self.top_k <= MAX_TOP_K:
             raise ValueError(f"top_k must be in [0, {MAX_TOP_K}] (0 switches it off), got {self.top_k}")
         if not 0.0 < self.top_p <= 1.0:

@@ -7,6 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 from llama_cpp import Llama
 
@@ -141,6 +142,8 @@ def test_chat_without_a_template_uses_the_family_turn_format(gemma: pyaccel.Mode
         (dict(top_k=-3), "top_k"),
         (dict(top_k=2**31), "top_k"),
         (dict(min_p=2.0), "min_p"),
+        (dict(seed=-2), "seed"),
+        (dict(seed=2**64), "seed"),
     ],
 )
 def test_bad_arguments_are_clear(gemma: pyaccel.Model, kwargs: dict, match: str) -> None:
@@ -153,6 +156,23 @@ def test_empty_prompt_is_clear(gemma: pyaccel.Model) -> None:
         pyaccel.Generator(gemma, "plain").generate("")
     with pytest.raises(TypeError, match="prompt must be text or a sequence of token ids, got NoneType"):
         pyaccel.Generator(gemma, "plain").generate(None)  # type: ignore[arg-type]
+    for mistake, named in ((b"Hello", "got bytes"), ([1.9, 2.2], "got float"), (["2", "5"], "got str"),
+                           ({"a": 1}, "got str")):  # never read as ids
+        with pytest.raises(TypeError, match=named):
+            pyaccel.Generator(gemma, "plain").generate(mistake, max_tokens=2)  # type: ignore[arg-type]
+    assert pyaccel.Generator(gemma, "plain").generate(np.asarray(gemma.tokenize("Hi")), max_tokens=1).tokens
+
+
+def test_seed_minus_one_is_random_as_in_llama_cpp(gemma: pyaccel.Model) -> None:
+    gen = pyaccel.Generator(gemma, "plain")
+    outs = {tuple(gen.generate("My favourite animal is", seed=-1, max_tokens=12, temperature=1.0).tokens)
+            for _ in range(4)}
+    assert len(outs) > 1
+
+
+def test_bad_thread_count_is_clear(gemma_path: Path) -> None:
+    with pytest.raises(ValueError, match="n_threads must be >= 1"):
+        pyaccel.Model(gemma_path, n_threads=-2)
 
 
 def test_prompt_longer_than_context_is_clear(gemma_path: Path) -> None:
@@ -223,6 +243,10 @@ def test_cli_models_list_and_errors(gemma_path: Path) -> None:
     bad = subprocess.run([sys.executable, "-m", "pyaccel", "generate", "-m", "nope", "hi"], capture_output=True,
                          text=True, timeout=60)
     assert bad.returncode == 2 and "unknown model" in bad.stderr
+    for command in (["generate", "hi"], ["chat"]):  # refused before the (unknown) model is looked for
+        bad = subprocess.run([sys.executable, "-m", "pyaccel", *command, "-m", "nope", "--temperature", "-1"],
+                             capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+        assert bad.returncode == 2 and "temperature must be >= 0" in bad.stderr, (command, bad.stderr)
 
 
 def test_cli_models_costs_shows_the_curve_at_each_depth(gemma_path: Path) -> None:

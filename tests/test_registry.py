@@ -34,6 +34,8 @@ def test_local_path_is_accepted_and_missing_path_is_clear(tmp_path: Path) -> Non
     assert registry.resolve_model(str(f)) == f
     with pytest.raises(ModelNotFoundError, match="does not exist"):
         registry.resolve_model(str(tmp_path / "missing.gguf"))
+    with pytest.raises(ModelNotFoundError, match="is a folder, not a model file"):
+        registry.resolve_model(str(tmp_path))
 
 
 def _fake_spec(tmp_path: Path, payload: bytes, sha: str, parts: int = 3) -> tuple[registry.ModelSpec, list[Path]]:

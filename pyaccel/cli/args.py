@@ -19,7 +19,7 @@ def add_model_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("-m", "--model", default=None,
                    help="registry name or path to a .gguf (default: the registry default)")
     p.add_argument("--n-ctx", type=int, default=defaults.N_CTX, help=f"context size (default {defaults.N_CTX})")
-    p.add_argument("--threads", type=int, default=None, help="CPU threads (default: all cores on small machines)")
+    p.add_argument("--threads", type=int, default=None, help="CPU threads (0 or unset: all cores on small machines)")
     p.add_argument("--n-gpu-layers", type=int, default=0, help="layers offloaded to a GPU build (-1: all)")
     p.add_argument("--verbose", action="store_true", help="show llama.cpp's own log")
 
@@ -79,7 +79,18 @@ def add_sampling_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--top-k", type=int, default=defaults.TOP_K)
     p.add_argument("--top-p", type=float, default=defaults.TOP_P)
     p.add_argument("--min-p", type=float, default=defaults.MIN_P)
-    p.add_argument("--seed", type=int, default=None)
+    p.add_argument("--seed", type=int, default=None, help="a fixed seed for sampling (-1 or unset: random)")
+
+
+def check_sampling_args(args: argparse.Namespace) -> None:
+    """Mistakes in the sampling options and --max-tokens, reported before the model takes
+    seconds to load."""
+    from ..types import SamplingConfig
+
+    SamplingConfig(temperature=args.temperature, top_k=args.top_k, top_p=args.top_p, min_p=args.min_p,
+                   seed=args.seed).validate()
+    if args.max_tokens is not None and args.max_tokens < 0:
+        raise ValueError(f"--max-tokens must be >= 0, got {args.max_tokens}")
 
 
 def method_spec(text: str) -> str:

@@ -23,7 +23,8 @@ from ..errors import PyaccelError
 from ..generator import Generator
 from ..model import Model
 from ..types import Result, Stats
-from .args import add_method_args, add_model_args, add_sampling_args, make_method_from_args, open_model
+from .args import (add_method_args, add_model_args, add_sampling_args, check_sampling_args, make_method_from_args,
+                   open_model)
 
 PROMPT = ">>> "
 MORE = "... "
@@ -272,6 +273,7 @@ def command(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGINT, signal.default_int_handler)
     with contextlib.suppress(ImportError):
         import readline  # noqa: F401  (line editing and history for input())
+    check_sampling_args(args)
     model = open_model(args)
     gen = Generator(model, make_method_from_args(args))
     max_tokens = args.max_tokens if args.max_tokens is not None else model.n_ctx

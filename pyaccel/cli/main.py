@@ -9,8 +9,9 @@ from typing import Sequence
 
 from .. import registry
 from ..errors import PyaccelError
-from ..types import Result, SamplingConfig
-from .args import add_method_args, add_model_args, add_sampling_args, make_method_from_args, open_model
+from ..types import Result
+from .args import (add_method_args, add_model_args, add_sampling_args, check_sampling_args, make_method_from_args,
+                   open_model)
 
 
 def _add_generate(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
@@ -170,11 +171,7 @@ def _cmd_generate(args: argparse.Namespace) -> int:
     from ..generator import Generator
 
     prompt = sys.stdin.read() if args.prompt == "-" else args.prompt
-    # Mistakes in the arguments are reported before the model takes seconds to load.
-    SamplingConfig(temperature=args.temperature, top_k=args.top_k, top_p=args.top_p, min_p=args.min_p,
-                   seed=args.seed).validate()
-    if args.max_tokens is not None and args.max_tokens < 0:
-        raise ValueError(f"--max-tokens must be >= 0, got {args.max_tokens}")
+    check_sampling_args(args)
     method = make_method_from_args(args)
     model = open_model(args)
     gen = Generator(model, method)
