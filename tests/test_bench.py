@@ -191,6 +191,18 @@ def test_the_extra_edits_are_real_code_of_their_own() -> None:
     assert {p.suite for p in suite} == {"edit_extra"} and all("```python\n" in p.text for p in suite)
 
 
+def test_the_language_edits_fence_their_own_language() -> None:
+    """benchmarks/data/edit_langs.jsonl: edits of code in other languages than Python (and of
+    prose), each fenced in the language its record names, which its instruction asks back."""
+    path = Path(__file__).resolve().parent.parent / "benchmarks" / "data" / "edit_langs.jsonl"
+    records = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+    assert len({r["lang"] for r in records}) == len(records) >= 8 and "python" not in {r["lang"] for r in records}
+    for rec, prompt in zip(records, load_suite(str(path))):
+        assert prompt.id == rec["id"] and f"```{rec['lang']}\n{rec['code']}```" in prompt.text
+        assert f"```{rec['lang']} code block" in rec["instruction"], rec["id"]
+        assert 30 <= len(rec["code"].splitlines()) <= 200, rec["id"]
+
+
 def test_a_jsonl_file_is_a_suite(tmp_path: Path) -> None:
     holdout = Path(__file__).resolve().parent.parent / "benchmarks" / "data" / "edit_holdout.jsonl"
     suite = load_suite(str(holdout))

@@ -55,7 +55,7 @@ def shipped_records(suite: str) -> list[dict[str, Any]]:
 
 def _prompt_text(rec: dict[str, Any]) -> str:
     if "code" in rec:
-        return f"{rec['instruction']}\n\n```python\n{rec['code']}```"
+        return f"{rec['instruction']}\n\n```{rec.get('lang', 'python')}\n{rec['code']}```"
     return str(rec["instruction"])
 
 
@@ -70,7 +70,7 @@ def _prompts(suite: str, records: list[dict[str, Any]]) -> list[BenchPrompt]:
 
 def _user_file(path: Path, limit: int | None) -> list[BenchPrompt]:
     """A suite of the user's own: JSON lines with "id" and "instruction" (and optionally
-    "code", appended as a Python code block, and "copy")."""
+    "code", appended as a code block in "lang", Python by default, and "copy")."""
     with path.open("r", encoding="utf-8") as f:
         records = _read_jsonl(iter(f), str(path))[:limit]
     for n, rec in enumerate(records, 1):
