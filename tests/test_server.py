@@ -22,6 +22,7 @@ httpx = pytest.importorskip("httpx", reason="the test extra installs httpx")
 pytest.importorskip("sse_starlette", reason="the test extra installs the server extra")
 
 MODEL = "gemma-3-270m"
+UI_ORIGIN = "http://ui.example:5173"  # a web page allowed to call the server from a browser
 KEY = "test-key-123"
 N_CTX = 1024
 # Long enough that a generation left running would be noticed: the context's end.
@@ -72,7 +73,8 @@ def _server(log: Path, *extra: str) -> Iterator[str]:
 @pytest.fixture(scope="module")
 def server(gemma_path: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     with _server(tmp_path_factory.mktemp("serve") / "log.txt", "--method", "plain", "--api-key", KEY,
-                 "--max-queue", "8", "--max-tokens", str(LONG), "--max-prompt-tokens", "512") as base:
+                 "--max-queue", "8", "--max-tokens", str(LONG), "--max-prompt-tokens", "512",
+                 "--allow-origin", UI_ORIGIN) as base:
         yield base
 
 
@@ -102,6 +104,16 @@ def test_models_and_health(server: str, client: Any) -> None:
     assert [m.id for m in client.models.list().data] == [MODEL]
     health = _health(server)  # no key needed
     assert health["status"] == "ok" and health["max_queue"] == 8
+
+
+def test_a_browser_page_of_an_allowed_origin_may_call(server: str) -> None:
+    """CORS: the preflight a browser sends before a page's cross-origin POST."""
+    ask = {"Access-Control-Request-Method": "POST", "Access-Control-Request-Headers": "authorization, content-type"}
+    ok = httpx.options(f"{server}/v1/chat/completions", headers={"Origin": UI_ORIGIN, **ask}, timeout=5)
+    assert ok.status_code == 200 and ok.headers["access-control-allow-origin"] == UI_ORIGIN
+    other = httpx.options(f"{server}/v1/chat/completions", headers={"Origin": "http://elsewhere.example", **ask},
+                          timeout=5)
+    assert "access-control-allow-origin" not in other.headers
 
 
 def test_chat_completion(client: Any) -> None:

@@ -25,6 +25,8 @@ from sse_starlette.sse import EventSourceResponse
 from starlette.applications import Starlette
 from starlette.background import BackgroundTask
 from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
+from starlette.middleware.cors import CORSMiddleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
@@ -63,6 +65,8 @@ class ServerState:
     limits: Limits
     api_key: str | None
     created: int
+    # Web pages (origins) whose scripts may call the API from a browser (CORS); "*": any.
+    allow_origins: tuple[str, ...] = ()
 
 
 def _state(request: Request) -> ServerState:
@@ -272,6 +276,10 @@ def create_app(state: ServerState) -> Starlette:
         Route("/v1/chat/completions", chat_completions, methods=["POST"]),
     ]
     handlers = {APIError: api_error_handler, HTTPException: http_error_handler, Exception: internal_error_handler}
-    app = Starlette(routes=routes, exception_handlers=handlers, lifespan=lifespan)
+    middleware = []
+    if state.allow_origins:  # browsers ask first (OPTIONS) whether a page of another origin may call
+        middleware.append(Middleware(CORSMiddleware, allow_origins=list(state.allow_origins), allow_methods=["*"],
+                                     allow_headers=["*"]))
+    app = Starlette(routes=routes, exception_handlers=handlers, lifespan=lifespan, middleware=middleware)
     app.state.pyaccel = state
     return app

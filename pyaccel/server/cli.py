@@ -45,6 +45,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "(default: up to the context)")
     p.add_argument("--max-prompt-tokens", type=int, default=None,
                    help="longest prompt accepted, in tokens (default: the context less one)")
+    p.add_argument("--allow-origin", action="append", default=[], metavar="ORIGIN",
+                   help="let web pages of ORIGIN (e.g. http://localhost:5173, or '*' for any) call the API "
+                        "from a browser (CORS); repeatable (default: none)")
 
 
 def _is_loopback(host: str) -> bool:
@@ -83,7 +86,8 @@ def command(args: argparse.Namespace) -> int:
                     max_prompt_tokens=min(args.max_prompt_tokens or n_ctx - 1, n_ctx - 1),
                     max_tokens=min(args.max_tokens or n_ctx, n_ctx))
     state = ServerState(model=model, generators=generators, methods=methods, scheduler=Scheduler(args.max_queue),
-                        limits=limits, api_key=args.api_key or None, created=int(time.time()))
+                        limits=limits, api_key=args.api_key or None, created=int(time.time()),
+                        allow_origins=tuple(args.allow_origin))
     if not _is_loopback(args.host) and state.api_key is None:
         print(f"pyaccel: warning: listening on {args.host} without --api-key: anyone who can reach it may use it",
               file=sys.stderr)
