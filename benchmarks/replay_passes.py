@@ -20,6 +20,9 @@ interpolated up to the largest size and used at every depth; e.g. another host's
 
     --curve 1:1,2:1.63,3:2.28,4:2.78,5:3.52,6:4.07,8:6.49,10:7.39,12:8.17,16:8.69,20:11.05,24:12.87,32:14.66,48:22.92,64:24.14
 
+--oracle adds each prompt's n-gram oracle bound on the same curve (`pyaccel.bench.oracle`: the
+most any copying drafter could make of that output) and the method's share of it.
+
 --shuffle SEED replays the prompts in another order: what a method carries from prompt to
 prompt (lookup's copy statistics, auto's calibration) decides some bets, so a suite median
 that moves with the order is chance, not the method.
@@ -38,6 +41,7 @@ import numpy as np
 
 from pyaccel import Model
 from pyaccel.cost_model import CostModel
+from pyaccel.bench.oracle import oracle_speedup
 from pyaccel.bench.replay import recorded_plain, simulate
 from pyaccel.methods import make_method
 
@@ -104,6 +108,8 @@ def main() -> int:
     ap.add_argument("--curve", help="SIZE:TIME,... a fixed relative cost curve instead of the measured one")
     ap.add_argument("--by-prefix", action="store_true",
                     help="medians per prompt-id prefix (before the last '-': a Spec-Bench category) instead of per suite")
+    ap.add_argument("--oracle", action="store_true",
+                    help="also each prompt's n-gram oracle bound on the same curve and the method's share of it")
     ap.add_argument("--shuffle", type=int, metavar="SEED",
                     help="replay the prompts in an order shuffled with this seed (default: the run's order)")
     args = ap.parse_args()
@@ -126,8 +132,12 @@ def main() -> int:
                 suites.setdefault(group, []).extend(s["speedup"] for s in sims)
                 last.append({**sims[-1], "speedup": speedup, "id": p["id"]})
                 rounds = " rounds " + " ".join(f"{s['speedup']:.4f}" for s in sims) if args.rounds > 1 else ""
+                bound = ""
+                if args.oracle:
+                    best = oracle_speedup(prompt, plain, model.costs.relative_at)
+                    bound = f" oracle {best:.4f} share {speedup / best:.3f}"
                 print(f"{p['id']:34s} steps {sims[-1]['steps']:4d} drafted {sims[-1]['drafted']:5d}{rounds} "
-                      f"speedup {speedup:.4f}")
+                      f"speedup {speedup:.4f}{bound}")
     print(f"totals (last repeat, {len(last)} prompts, the last round's steps): steps "
           f"{sum(s['steps'] for s in last):.0f}, drafted {sum(s['drafted'] for s in last):.0f}, geometric mean "
           f"speedup {math.exp(statistics.mean(math.log(s['speedup']) for s in last)):.4f}")
