@@ -78,46 +78,6 @@ def test_a_learnt_deletion_drafts_the_copy_past_it_with_its_positions() -> None:
         assert all(stream[p] == t for p, t in zip(followed.positions, followed.tokens) if p >= 0)
 
 
-def test_an_insertion_is_learnt_between_the_tokens_on_its_two_sides() -> None:
-    """The output inserts a token (` const` before ` char` after a comma): no source token
-    is replaced, so the edit is keyed by the pair around it and drafted where that pair
-    recurs, not where its second token follows another one."""
-    comma, char, const = 5, 6, 50
-    src = [1, 2, comma, char, 3, 4, 8, 9, comma, char, 10, 11, 12, 7, char, 13, 14, comma, char, 15, 16, 17, 18]
-    f = CopyFollower()
-    stream = src + [0] + [1, 2, comma]
-    f.align(stream, 2, 3)
-    stream += [const, char, 3, 4, 8]
-    f.follow(stream)
-    assert f.rewrites == {(comma, char): (comma, const, char)}
-    stream += [9, comma, const, char, 10, 11, 12]  # seen twice: applied from now on
-    f.follow(stream)
-    assert f.seen[(comma, char)] == 2
-    followed = f.draft(stream, 9)
-    assert followed is not None and followed.tokens == [7, char, 13, 14, comma, const, char, 15, 16]
-    assert followed.positions == [13, 14, 15, 16, 17, -1, -1, 19, 20]
-    assert followed.agreement > f.resync  # counted through the confirmed edit
-
-
-def test_an_edit_left_half_way_is_dropped_and_the_copy_walked_from_its_start() -> None:
-    """A learnt edit whose first output token matches but whose next one does not was not
-    made here: it is forgotten, and the copy breaks where the edit began, so that the edit
-    made instead is learnt in its place."""
-    src = [1, 2, 3, 4, OLD, 10, 11, 12, 13, OLD, 14, 15, 16, 17, OLD, 18, 19, 20]
-    f = CopyFollower()
-    stream = src + [0] + [1, 2, 3, 4]
-    f.align(stream, 3, 4)
-    stream += [*NEW, 10, 11, 12, 13, *NEW, 14, 15, 16, 17]
-    f.follow(stream)
-    assert f.seen[(OLD,)] == 2
-    stream += [NEW[0]]  # the edit begins as learnt ...
-    f.follow(stream)
-    assert f.seen[(OLD,)] == 3
-    stream += [92, 18, 19, 20]  # ... but this time OLD became NEW[0], 92
-    f.follow(stream)
-    assert f.rewrites == {(OLD,): (NEW[0], 92)} and f.seen[(OLD,)] == 1
-
-
 def test_a_distant_resumption_is_followed_in_line() -> None:
     """New output (a typed signature) replaces part of the source, then the copy resumes
     further on: the follower drafts it from the output's last tokens, then re-anchors."""

@@ -10,8 +10,7 @@ agreement starts again from one token, so drafts stay short for several steps.
   match that agreed over >= `resync` tokens and then followed token by token;
 - where the output leaves the source, a search for where it comes back. The nearest
   point (<= max_span tokens skipped on either side) after which `resync` tokens agree
-  is an edit: the skipped source span A and output span B are learnt as A -> B (an
-  insertion, A empty, with the tokens on both sides of it added to A and B). Farther
+  is an edit: the skipped source span A and output span B are learnt as A -> B. Farther
   on (<= max_skip source tokens, after <= max_new new output tokens) it is a resumption;
 - drafts that continue the source with every confirmed edit applied, with the agreement
   counted through them; while the output is away, drafts from the nearest place ahead
@@ -21,7 +20,7 @@ agreement starts again from one token, so drafts stay short for several steps.
   began where a code block of the prompt begins, or none of these. Prompt lookup keeps
   acceptance apart for each.
 
-An edit the output contradicts is dropped, also one it begins and leaves half-way. An edit the caller names (`named_edit`: one
+An edit the output contradicts is dropped. An edit the caller names (`named_edit`: one
 the prompt's instruction asks for) is trusted from its first sight. A copy that begins
 where a code block of the prompt begins (`openings`: the output opened a block as the
 prompt's does, and goes on from there) is an OPENING until it breaks or grows strong: an
@@ -99,17 +98,6 @@ class _Break:
     copied: int
 
 
-@dataclass(frozen=True)
-class _Begun:
-    """A learnt edit the output has begun to make: its source span, and the source index,
-    output index and agreement run where it began."""
-
-    src: tuple[int, ...]
-    source: int
-    out: int
-    run: int
-
-
 def _ahead(stream: Sequence[int], start: int, end: int, m: int, max_skip: int) -> int | None:
     """The first i in [start, start + max_skip] where stream[i:i + m] equals the m tokens
     ending at `end` (m >= 1), the two spans not overlapping; None if there is none."""
@@ -129,20 +117,6 @@ def _ahead(stream: Sequence[int], start: int, end: int, m: int, max_skip: int) -
         i += 1
 
 
-def _edit_spans(stream: Sequence[int], b: "_Break", i: int, j: int) -> tuple[tuple[int, ...], tuple[int, ...]]:
-    """The source and output spans of the edit from the break `b` to where the copy resumes
-    (source index i, output index j). An insertion (no source token replaced) is keyed by
-    the tokens on both sides of it, the last one agreed before and the first one after:
-    "insert ` const` between `,` and ` char`" recurs where that pair does, not at every
-    ` char`."""
-    src = tuple(int(t) for t in stream[b.source:i])
-    out = tuple(int(t) for t in stream[b.out:j])
-    if not src and b.source > 0 and b.out > b.source and stream[b.source - 1] == stream[b.out - 1]:
-        src = (int(stream[b.source - 1]), int(stream[i]))
-        out = (int(stream[b.out - 1]), *out, int(stream[j]))
-    return src, out
-
-
 class CopyFollower:
     """Anchor + learnt rewrites over one token stream (prompt + output so far)."""
 
@@ -160,7 +134,6 @@ class CopyFollower:
         self._anchor: _Anchor | None = None
         self._broke: _Break | None = None  # where the output left the followed copy
         self._pending: list[int] = []  # the rest of an edit's output span already begun
-        self._begun: _Begun | None = None  # where that edit began
         self._firsts: set[int] = set()  # first source tokens of the learnt edits
         self._length = 0  # of the stream at the last `follow`
 
@@ -186,42 +159,32 @@ class CopyFollower:
         assert a is not None
         n = len(stream)
         i, j, run = a.source + 1, a.out + 1, a.agreement
-        pending, begun = self._pending, self._begun
+        pending = self._pending
         while j < n:
             if pending:
-                if stream[j] == pending[0]:
-                    pending, j, run = pending[1:], j + 1, run + 1
-                    continue
-                assert begun is not None
-                # The output left the edit half-way: it did not make this edit here after
-                # all. The plain copy is walked again from where the edit began.
-                self._forget(begun.src)
-                i, j, run, pending, begun = begun.source, begun.out, begun.run, [], None
+                if stream[j] != pending[0]:
+                    break
+                pending, j, run = pending[1:], j + 1, run + 1
+                continue
             hit = self._rewrite_at(stream, i) if i < j else None
             if hit is not None:
                 src, out = hit
                 if list(stream[j:j + len(out)]) == list(out[:n - j]):
-                    begun = _Begun(src, i, j, run)
                     i, pending = i + len(src), list(out)
                     self.seen[src] = self.seen.get(src, 0) + 1  # the edit recurred
                     continue
-                self._forget(src)  # the output did not make this edit here
+                del self.rewrites[src]  # the output did not make this edit here
+                self._firsts = {a[0] for a in self.rewrites}
+                self.seen.pop(src, None)
             if i < j and stream[i] == stream[j]:
                 i, j, run = i + 1, j + 1, run + 1
                 continue
             break
         copied = a.copied + run - a.agreement
         if j < n:  # the output left the source at j
-            self._broke, self._anchor, self._pending, self._begun = _Break(i, j, run, j, copied), None, [], None
+            self._broke, self._anchor, self._pending = _Break(i, j, run, j, copied), None, []
         else:
             self._anchor, self._pending = _Anchor(i - 1, n - 1, run, copied, a.opened), pending
-            self._begun = begun if pending else None
-
-    def _forget(self, src: tuple[int, ...]) -> None:
-        """Drop the learnt edit of source span `src` (the output contradicted it)."""
-        del self.rewrites[src]
-        self._firsts = {a[0] for a in self.rewrites}
-        self.seen.pop(src, None)
 
     def _resync(self, stream: Sequence[int]) -> None:
         """After a break: find where the copy resumes and re-anchor there. A resumption
@@ -240,7 +203,8 @@ class CopyFollower:
                     continue
                 if list(stream[i:i + r]) != list(stream[j:j + r]):
                     continue
-                src, out = _edit_spans(stream, b, i, j)
+                src = tuple(int(t) for t in stream[b.source:i])
+                out = tuple(int(t) for t in stream[b.out:j])
                 if src and (len(self.rewrites) < self.tuning.max_rewrites or src in self.rewrites):
                     same = self.rewrites.get(src) == out
                     self.rewrites[src] = out
@@ -274,7 +238,7 @@ class CopyFollower:
 
     def _resume(self, source: int, out: int, agreement: int, copied: int) -> None:
         self._broke = None
-        self._anchor, self._pending, self._begun = _Anchor(source, out, agreement, copied), [], None
+        self._anchor, self._pending = _Anchor(source, out, agreement, copied), []
 
     def follow(self, stream: Sequence[int]) -> None:
         """Catch up with the stream (call once per step, before drafting)."""
@@ -306,7 +270,7 @@ class CopyFollower:
             self._broke = None
             self._anchor = _Anchor(source_end, len(stream) - 1, agreement, agreement,
                                    self._began_at_opening(source_end, agreement))
-            self._pending, self._begun = [], None
+            self._pending = []
 
     def _began_at_opening(self, source_end: int, agreement: int) -> bool:
         """Did a match agreeing over `agreement` tokens up to `source_end` begin at one of
