@@ -35,6 +35,7 @@ import json
 import math
 import random
 import statistics
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -92,7 +93,7 @@ def bound_replays(doc: str, method: str, example: str) -> tuple[argparse.Namespa
     args = ap.parse_args()
     model, recorded = load_replay(args.results[0], args.model, None)
     for path in args.results[1:]:
-        recorded += recorded_plain(json.loads(open(path, encoding="utf-8").read()), model)
+        recorded += recorded_plain(json.loads(Path(path).read_text(encoding="utf-8")), model)
     proposer = make_method(args.method)
     proposer.bind(model)
     return args, model, proposer, recorded

@@ -143,6 +143,8 @@ class LlamaBackend:
     # ---- life cycle -------------------------------------------------------------------
 
     def _load(self, config: ContextConfig) -> None:
+        if config.n_threads is not None and (isinstance(config.n_threads, bool) or config.n_threads < 0):
+            raise ValueError(f"n_threads must be >= 1 (0 or None: the default), got {config.n_threads}")
         mparams = llama_cpp.llama_model_default_params()
         mparams.n_gpu_layers = config.n_gpu_layers
         model = llama_cpp.llama_model_load_from_file(os.fsencode(self.path), mparams)
@@ -167,8 +169,6 @@ class LlamaBackend:
         cparams.n_batch = config.n_batch
         cparams.n_ubatch = config.n_batch
         cparams.n_seq_max = n_seq_max
-        if config.n_threads is not None and (isinstance(config.n_threads, bool) or config.n_threads < 0):
-            raise ValueError(f"n_threads must be >= 1 (0 or None: the default), got {config.n_threads}")
         threads = config.n_threads or default_threads()
         cparams.n_threads = threads
         cparams.n_threads_batch = threads
