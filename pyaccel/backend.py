@@ -433,7 +433,9 @@ class LlamaBackend:
 
 
 class Detokenizer:
-    """Turns a token stream into text pieces, never splitting a UTF-8 character."""
+    """Turns a token stream into text pieces, never splitting a UTF-8 character. Bytes that
+    are no UTF-8 become U+FFFD; a character the stream ends inside (max_tokens cut it after
+    its first bytes) is left out, as it was never finished."""
 
     def __init__(self, backend: LlamaBackend) -> None:
         self._backend = backend
@@ -443,7 +445,9 @@ class Detokenizer:
         return self._decoder.decode(self._backend.token_bytes(token))
 
     def flush(self) -> str:
-        return self._decoder.decode(b"", final=True)
+        """The end of the stream: drops the held first bytes of an unfinished character."""
+        self._decoder.reset()
+        return ""
 
 
 @dataclass(frozen=True)

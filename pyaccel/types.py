@@ -243,6 +243,10 @@ class Stats:
 
 @dataclass
 class Result:
+    """One answer. `text` is what was streamed: it ends before a matched stop string.
+    `tokens` are every token the model committed, a matched stop string's included (the
+    string may begin or end inside a token), never the end-of-generation token."""
+
     text: str
     tokens: list[int]
     finish_reason: str  # "stop" (EOS or a stop string), "length" (max_tokens or context full)

@@ -37,6 +37,15 @@ def test_incremental_detokenization_never_breaks_characters(gemma: pyaccel.Model
     assert all("\ufffd" not in p for p in pieces)
 
 
+def test_a_character_cut_at_the_end_is_left_out(gemma: pyaccel.Model) -> None:
+    """max_tokens may end an answer inside a character spelt in byte tokens: no U+FFFD."""
+    tokens = gemma.tokenize("a\U0001d518", add_special=False)  # a rare letter: one byte per token
+    cut = next(i for i in range(1, len(tokens)) if gemma.backend.token_bytes(tokens[i])[0] & 0xC0 == 0x80)
+    detok = Detokenizer(gemma.backend)
+    assert "".join(detok.push(t) for t in tokens[:cut]) + detok.flush() == "a"
+    assert "".join(detok.push(t) for t in tokens) + detok.flush() == "a\U0001d518"  # and it starts afresh
+
+
 def test_logits_rows_are_a_zero_copy_view(gemma: pyaccel.Model) -> None:
     b = gemma.backend
     gemma.cache.truncate(0)

@@ -4,6 +4,7 @@ Ctrl-C during an answer, and the ways out."""
 from __future__ import annotations
 
 import re
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -109,3 +110,14 @@ def test_ctrl_c_twice_and_ctrl_d_exit(gemma_path: Path) -> None:
     finally:
         child.close(force=True)
     assert child.exitstatus == 0
+
+
+def test_piped_in_the_output_holds_only_the_answers(gemma_path: Path) -> None:
+    """`pyaccel chat < questions.txt > answers.txt`: no prompts in the answers."""
+    cmd = [sys.executable, "-m", "pyaccel", "chat", "-m", "gemma-3-270m", "--n-ctx", "1024", "--threads", "1",
+           "--max-tokens", "6", "--method", "plain", "--temperature", "0"]
+    run = subprocess.run(cmd, input="Name a colour.\nName a fruit.\n", capture_output=True, text=True,
+                         timeout=TIMEOUT_S)
+    assert run.returncode == 0, run.stderr
+    assert ">>> " not in run.stdout and len(STATS.findall(run.stderr)) == 2
+    assert run.stdout.strip()

@@ -40,7 +40,8 @@ def _free_port() -> int:
 
 
 @contextmanager
-def _server(log: Path, *extra: str) -> Iterator[str]:
+def _server(log: Path, *extra: str) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
+    """(the base URL, the process) of a running `pyaccel serve`."""
     port = _free_port()
     cmd = [sys.executable, "-m", "pyaccel", "serve", "-m", MODEL, "--n-ctx", str(N_CTX), "--threads", "1",
            "--port", str(port), *extra]
@@ -60,7 +61,7 @@ def _server(log: Path, *extra: str) -> Iterator[str]:
             if time.monotonic() > deadline:
                 pytest.fail(f"pyaccel serve did not answer /health in {START_TIMEOUT_S}s:\n{log.read_text()}")
             time.sleep(0.2)
-        yield base
+        yield base, proc
     finally:
         proc.send_signal(signal.SIGINT)
         try:
@@ -74,7 +75,7 @@ def _server(log: Path, *extra: str) -> Iterator[str]:
 def server(gemma_path: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     with _server(tmp_path_factory.mktemp("serve") / "log.txt", "--method", "plain", "--api-key", KEY,
                  "--max-queue", "8", "--max-tokens", str(LONG), "--max-prompt-tokens", "512",
-                 "--allow-origin", UI_ORIGIN) as base:
+                 "--allow-origin", UI_ORIGIN) as (base, _):
         yield base
 
 
@@ -135,10 +136,19 @@ def test_stream_equals_answer(client: Any) -> None:
     assert all(c.choices[0].delta.role is None for c in chunks[1:])
     assert [c.choices[0].finish_reason for c in chunks[:-1]] == [None] * (len(chunks) - 1)
     assert chunks[-1].choices[0].finish_reason == whole.choices[0].finish_reason
-    assert chunks[-1].usage.completion_tokens == whole.usage.completion_tokens
+    assert all(c.usage is None for c in chunks)  # OpenAI sends usage only when asked
     assert chunks[-1].model_extra["timings"]["method"] == "plain"
     text = "".join(c.choices[0].delta.content or "" for c in chunks)
     assert text == whole.choices[0].message.content
+
+
+def test_a_stream_sends_its_usage_last_when_asked(client: Any) -> None:
+    """As OpenAI: stream_options.include_usage adds a chunk with no choices after the last one."""
+    chunks = list(_ask(client, "Describe a dog.", max_tokens=6, stream=True, stream_options={"include_usage": True}))
+    *answer, tail = chunks
+    assert tail.choices == [] and tail.usage.completion_tokens == 6
+    assert tail.usage.total_tokens == tail.usage.prompt_tokens + 6
+    assert answer[-1].choices[0].finish_reason == "length" and all(c.usage is None for c in answer)
 
 
 def test_completion(client: Any) -> None:
@@ -238,7 +248,7 @@ def test_disconnect_frees_the_model(server: str, client: Any) -> None:
 
 
 def test_full_queue_is_503(gemma_path: Path, tmp_path: Path) -> None:
-    with _server(tmp_path / "log.txt", "--max-queue", "1") as base:
+    with _server(tmp_path / "log.txt", "--max-queue", "1") as (base, _):
         small = openai.OpenAI(base_url=f"{base}/v1", api_key="unused", max_retries=0, timeout=120)
         running = _ask(small, "Tell a long story.", max_tokens=LONG, stream=True)
         next(iter(running))
@@ -253,6 +263,24 @@ def test_full_queue_is_503(gemma_path: Path, tmp_path: Path) -> None:
         running.close()  # frees the model for the waiting request
         t.join(60)
         assert waiting and waiting[0].usage.completion_tokens == 2
+
+
+def test_a_stream_open_at_shutdown_ends_with_an_error_and_done(gemma_path: Path, tmp_path: Path) -> None:
+    """SIGTERM while an answer streams: the client learns the answer was cut, and the
+    stream still ends as a stream should."""
+    with _server(tmp_path / "log.txt", "--method", "plain") as (base, proc):
+        body = {"model": MODEL, "stream": True, "max_tokens": LONG,
+                "messages": [{"role": "user", "content": "Tell a long story."}]}
+        events = []
+        with httpx.stream("POST", f"{base}/v1/chat/completions", json=body, timeout=60) as r:
+            for line in r.iter_lines():
+                if line.startswith("data: "):
+                    events.append(line.removeprefix("data: "))
+                if len(events) == 5:
+                    proc.send_signal(signal.SIGTERM)
+        assert events[-1] == "[DONE]"
+        assert json.loads(events[-2])["error"]["code"] == "server_shutting_down"
+        assert len(events) < LONG  # cut, not run to its end
 
 
 # ---- model-free: the pieces under the routes ----------------------------------------------

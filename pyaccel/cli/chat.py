@@ -116,14 +116,14 @@ def _pending_input(tty: bool) -> bool:
     return tty and bool(select.select([sys.stdin], [], [], PASTE_GAP_S)[0])
 
 
-def _read_block(first: str) -> str:
+def _read_block(first: str, tty: bool) -> str:
     """A message between two triple quotes; `first` is the line that opened it."""
     rest = first.strip()[len(BLOCK):]
     if rest.rstrip().endswith(BLOCK):
         return rest.rstrip()[: -len(BLOCK)]
     lines = [rest] if rest else []
     while True:
-        line = input(MORE)
+        line = input(MORE if tty else "")
         if line.rstrip().endswith(BLOCK):
             lines.append(line.rstrip()[: -len(BLOCK)])
             return "\n".join(lines).rstrip("\n")
@@ -131,10 +131,11 @@ def _read_block(first: str) -> str:
 
 
 def read_message(tty: bool) -> str:
-    """One message: a line, a pasted run of lines, or a triple-quoted block."""
-    line = input(PROMPT)
+    """One message: a line, a pasted run of lines, or a triple-quoted block. Prompts are
+    shown to a terminal only: piped in, stdout holds nothing but the answers."""
+    line = input(PROMPT if tty else "")
     if line.strip().startswith(BLOCK):
-        return _read_block(line)
+        return _read_block(line, tty)
     lines = [line]
     while _pending_input(tty):
         lines.append(input(""))
@@ -246,7 +247,8 @@ def loop(session: Session, out: TextIO, err: TextIO) -> None:
         try:
             text = read_message(tty)
         except EOFError:
-            out.write("\n")
+            if tty:  # the line after the prompt the user ended
+                out.write("\n")
             return
         except KeyboardInterrupt:
             if armed:

@@ -20,6 +20,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any, AsyncIterator, Mapping, TypeVar
 
+import anyio
 from pydantic import ValidationError
 from sse_starlette.sse import EventSourceResponse
 from starlette.applications import Starlette
@@ -35,7 +36,7 @@ from ..generator import Generator
 from ..model import Model
 from ..types import Result, SamplingConfig
 from .errors import APIError, api_error_handler, from_generation, from_validation, http_error_handler, \
-    internal_error_handler, invalid
+    internal_error_handler, invalid, shutting_down
 from .scheduler import Job, QueueFullError, Scheduler, Work
 from .schemas import ChatRequest, CompletionRequest, SamplingRequest, Shape
 
@@ -43,6 +44,9 @@ from .schemas import ChatRequest, CompletionRequest, SamplingRequest, Shape
 DISCONNECT_POLL_S = 0.1
 # Seconds between SSE keep-alive comments while a streamed request waits in the queue.
 SSE_PING_S = 15
+# On shutdown an open stream gets this long to send its error event and [DONE]; less than
+# the server's graceful shutdown (ServeDefaults.shutdown_grace_s).
+SSE_FAREWELL_S = 1.0
 
 RequestT = TypeVar("RequestT", bound=SamplingRequest)
 
@@ -165,19 +169,30 @@ async def _collect(request: Request, job: Job) -> Result | None:
         watcher.cancel()
 
 
-async def _events(job: Job, shape: Shape) -> AsyncIterator[dict[str, str]]:
+async def _interrupt_on(shutdown: anyio.Event, job: Job) -> None:
+    await shutdown.wait()
+    job.interrupt(shutting_down())
+
+
+async def _events(job: Job, shape: Shape, shutdown: anyio.Event) -> AsyncIterator[dict[str, str]]:
     """SSE events of a streamed answer. A client that disconnects cancels this generator,
-    and with it the job (see Job.items)."""
+    and with it the job (see Job.items); a server that shuts down ends it with an error
+    event and [DONE]."""
     if shape.chat:  # the role goes first, before the model is even free
         yield {"data": json.dumps(shape.chunk("", first=True))}
+    watcher = asyncio.create_task(_interrupt_on(shutdown, job))
     try:
         async for item in job.items():
             if isinstance(item, Result):
                 yield {"data": json.dumps(shape.last_chunk(item))}
+                if shape.include_usage:
+                    yield {"data": json.dumps(shape.usage_chunk(item))}
             else:
                 yield {"data": json.dumps(shape.chunk(item))}
     except Exception as exc:  # the status is sent already: the error goes in the stream
         yield {"data": json.dumps(from_generation(exc).body())}
+    finally:
+        watcher.cancel()
     yield {"data": "[DONE]"}
 
 
@@ -187,10 +202,13 @@ async def _answer(request: Request, state: ServerState, req: SamplingRequest, pr
     generator = _generator(state, req.model)
     job = _submit(state, Work(generator, prompt, _options(req, state.limits)))
     prefix = "chatcmpl" if chat else "cmpl"
-    shape = Shape(chat, f"{prefix}-{uuid.uuid4().hex[:24]}", int(time.time()), req.model, state.methods[req.model])
+    shape = Shape(chat, f"{prefix}-{uuid.uuid4().hex[:24]}", int(time.time()), req.model, state.methods[req.model],
+                  include_usage=bool(req.stream and req.stream_options and req.stream_options.include_usage))
     if req.stream:
         # The background task also cancels a job whose client left before its stream began.
-        return EventSourceResponse(_events(job, shape), ping=SSE_PING_S, background=BackgroundTask(job.cancel))
+        shutdown = anyio.Event()
+        return EventSourceResponse(_events(job, shape, shutdown), ping=SSE_PING_S, background=BackgroundTask(job.cancel),
+                                   shutdown_event=shutdown, shutdown_grace_period=SSE_FAREWELL_S)
     try:
         result = await _collect(request, job)
     except Exception as exc:

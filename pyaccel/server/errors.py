@@ -57,9 +57,17 @@ def from_generation(exc: BaseException) -> APIError:
     """A generation that failed once running. The request's arguments were checked before
     it was queued, so only a prompt that leaves no room in the context is the caller's
     doing (400); anything else is the server's fault (500), whatever its exception type."""
+    if isinstance(exc, APIError):  # worded by the server already (a shutdown)
+        return exc
     if isinstance(exc, ContextOverflowError):
         return invalid(str(exc), code="context_length_exceeded")
     return APIError(500, f"generation failed: {type(exc).__name__}: {exc}", SERVER_ERROR)
+
+
+def shutting_down() -> APIError:
+    """503: the server stopped (SIGTERM, Ctrl-C) while this answer was being written."""
+    return APIError(503, "the server is shutting down: this answer was cut short; retry when it is back",
+                    SERVER_ERROR, code="server_shutting_down")
 
 
 async def api_error_handler(request: Request, exc: Exception) -> JSONResponse:

@@ -57,6 +57,11 @@ class Job:
     def cancel(self) -> None:
         self._cancelled.set()
 
+    def interrupt(self, error: BaseException) -> None:
+        """From the job's loop: end its events with `error` at once, and cancel it."""
+        self._events.put_nowait(error)
+        self.cancel()
+
     def put(self, item: str | Result | BaseException | _End) -> None:
         """From the worker thread: hand one event to the job's loop."""
         try:

@@ -144,6 +144,9 @@ class Shape:
     created: int
     model: str
     method: str
+    # A stream's usage goes in a chunk of its own after the last one, as OpenAI's does,
+    # only when the request asks for it (stream_options.include_usage).
+    include_usage: bool = False
 
     def _object(self, chunk: bool) -> str:
         if self.chat:
@@ -169,11 +172,22 @@ class Shape:
         return {**self._head(False), "choices": [self._choice(result.text, result.finish_reason, False)],
                 "usage": usage(result), "timings": timings(result, self.method)}
 
+    def _stream_head(self) -> dict[str, Any]:
+        head = self._head(True)
+        if self.include_usage:  # OpenAI then sends the field in every chunk, null until the usage chunk
+            head["usage"] = None
+        return head
+
     def chunk(self, text: str, first: bool = False) -> dict[str, Any]:
         """A streamed piece; the first one of a chat carries the role."""
-        return {**self._head(True), "choices": [self._choice(text, None, True, first)]}
+        return {**self._stream_head(), "choices": [self._choice(text, None, True, first)]}
 
     def last_chunk(self, result: Result) -> dict[str, Any]:
-        """The one chunk with a finish_reason, with usage and timings."""
-        return {**self._head(True), "choices": [self._choice(None if self.chat else "", result.finish_reason, True)],
-                "usage": usage(result), "timings": timings(result, self.method)}
+        """The one chunk with a finish_reason, with the timings."""
+        return {**self._stream_head(),
+                "choices": [self._choice(None if self.chat else "", result.finish_reason, True)],
+                "timings": timings(result, self.method)}
+
+    def usage_chunk(self, result: Result) -> dict[str, Any]:
+        """The chunk after the last one when the request asked for usage: no choices."""
+        return {**self._head(True), "choices": [], "usage": usage(result)}
