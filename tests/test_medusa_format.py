@@ -184,3 +184,45 @@ def test_output_rows_give_the_targets_logits(gemma_path: Path) -> None:
     mine = hidden @ output_rows(gemma_path, ids).T
     assert np.abs(mine - logits[:, ids]).max() < 0.5
     assert np.array_equal(ids[np.argmax(mine, axis=1)], np.argmax(logits, axis=1))
+
+
+@pytest.mark.parametrize("content, problem", [
+    (b"", "the Medusa heads file {path} is empty"),
+    (b"hello, not gguf", "{path} is not a Medusa heads file (not GGUF: it starts with b'hell')"),
+    (None, "the Medusa heads file {path} is damaged or cut short"),  # a real heads file, cut short
+])
+def test_bad_heads_files_are_named_with_what_to_do(tmp_path: Path, content: bytes | None, problem: str,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "bad.gguf"
+    if content is None:
+        content = save_heads(tmp_path / "whole.gguf", _heads()).read_bytes()[:100]
+    path.write_bytes(content)
+    for read in (load_heads, read_meta):
+        with pytest.raises(ValueError) as err:
+            read(path)
+        assert str(err.value).startswith(problem.format(path=path)) and "pyaccel medusa train" in str(err.value)
+    assert main(["medusa", "info", str(path)]) == 2
+    assert str(path) in capsys.readouterr().err
+
+
+def test_other_files_than_models_are_never_hashed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    """`auto` looks for cached heads before the model loads: a file that is no GGUF model is
+    refused as loading refuses it, and leaves nothing in the hash cache."""
+    from pyaccel.errors import ModelLoadError
+    from pyaccel.methods.medusa.format import cached_heads_path
+
+    monkeypatch.setenv("PYACCEL_HOME", str(tmp_path / "home"))
+    cache = tmp_path / "home" / "medusa" / "sha256.json"
+    for name, content in (("empty.gguf", b""), ("text.gguf", b"hello")):
+        path = tmp_path / name
+        path.write_bytes(content)
+        with pytest.raises(ModelLoadError, match="not a GGUF model file"):
+            cached_heads_path(name, path)
+        assert main(["generate", "-m", str(path), "hi"]) == 2
+        assert f"{path} is not a GGUF model file" in capsys.readouterr().err
+        assert not cache.exists()
+    fake = tmp_path / "fake.gguf"  # GGUF magic: hashed and remembered like a model
+    fake.write_bytes(b"GGUF" + b"\0" * 60)
+    assert cached_heads_path("fake.gguf", fake).name == f"fake-{hashlib.sha256(fake.read_bytes()).hexdigest()[:12]}.gguf"
+    assert cache.is_file()

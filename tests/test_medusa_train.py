@@ -12,6 +12,7 @@ import pytest
 
 import pyaccel
 from pyaccel.cli.main import main
+from pyaccel.methods.medusa import collect, pipeline
 from pyaccel.methods.medusa import train as T
 from pyaccel.methods.medusa.collect import CollectConfig, Collector, open_model, prompt_tokens
 from pyaccel.methods.medusa.data import EVAL, TRAIN, DataStore, Dataset, default_prompts, file_prompts, held_out, \
@@ -198,6 +199,41 @@ def test_missing_questions_say_what_to_pass(tmp_path: Path, monkeypatch: pytest.
         default_prompts(tmp_path / "nope.jsonl")
 
 
+def test_a_bad_questions_file_is_named_not_searched_for(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """--questions given: its own problem is reported, not "not in ../shared/data"."""
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(FileNotFoundError, match="nothere.jsonl") as missing:
+        default_prompts(Path("nothere.jsonl"))
+    assert "shared/data" not in str(missing.value)
+    folder = tmp_path / "adir.jsonl"
+    folder.mkdir()
+    with pytest.raises(FileNotFoundError, match="adir.jsonl"):
+        default_prompts(folder)
+    wrong = tmp_path / "q.jsonl"
+    wrong.write_text('{"category": "qa", "turns": ["one"]}\n{"prompt": "no category"}\n')
+    with pytest.raises(ValueError, match=r"q\.jsonl line 2 is not a Spec-Bench question"):
+        default_prompts(wrong)
+
+
+@pytest.mark.parametrize("line", ["5", "[1, 2]", '"text"', "null"])
+def test_data_lines_that_are_not_objects_are_named(tmp_path: Path, line: str) -> None:
+    data = tmp_path / "mine.jsonl"
+    data.write_text(f'{{"prompt": "one"}}\n\n{line}\n')
+    with pytest.raises(ValueError, match=r"mine\.jsonl line 3 is not a JSON object"):
+        file_prompts(data)
+
+
+def test_unreadable_data_files_are_named(tmp_path: Path) -> None:
+    binary = tmp_path / "blob.txt"
+    binary.write_bytes(b"caf\xe9\n\nmore")
+    with pytest.raises(ValueError, match=r"blob\.txt is not UTF-8 text"):
+        file_prompts(binary)
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("\n\n")
+    with pytest.raises(ValueError, match=r"empty\.jsonl holds no prompts"):
+        file_prompts(empty)
+
+
 def _toy(seed: int, n: int = 300, d: int = 12, v: int = 20) -> tuple[np.ndarray, T.TrainData, T.TrainData]:
     rng = np.random.default_rng(seed)
     out = rng.standard_normal((v, d)).astype(np.float32)
@@ -248,10 +284,13 @@ def test_interrupted_training_resumes_to_the_same_weights(tmp_path: Path, condit
     else:
         assert resumed.u is None and whole.u is None
     assert [s for s, _, _ in resumed.history] == [s for s, _, _ in whole.history]
-    with pytest.raises(ValueError, match="--resume"):
-        T.load_checkpoint(ckpt, T.TrainConfig(n_heads=2, draft_vocab=20, token_conditioned=conditioned))
-    with pytest.raises(ValueError, match="--resume"):
-        T.load_checkpoint(ckpt, replace(cfg, token_conditioned=not conditioned))
+    for other in (T.TrainConfig(n_heads=2, draft_vocab=20, token_conditioned=conditioned),
+                  replace(cfg, draft_vocab=21), replace(cfg, token_conditioned=not conditioned)):
+        with pytest.raises(ValueError, match="--resume"):
+            T.load_checkpoint(ckpt, other)
+        with pytest.raises(ValueError, match="--resume"):  # what --resume checks before collecting
+            T.check_checkpoint(ckpt, other)
+    T.check_checkpoint(ckpt, cfg)
 
 
 def test_token_conditioning_learns_what_the_hidden_state_cannot_tell() -> None:
@@ -385,3 +424,97 @@ def test_cli_train_resume_info_and_eval(gemma_path: Path, tmp_path: Path, monkey
                  "--tau-prompts", "1", "--max-tokens", "12", "--threads", "2"]) == 0
     text = capsys.readouterr().out
     assert "held-out answer positions" in text and "one target token" in text and "tau median" in text
+
+
+def _refuse_models(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Make opening a model fail the test: these mistakes must be reported before any model
+    loads, so before collection and before an earlier run's data is cleared."""
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise AssertionError("a model was opened before the options were checked")
+
+    monkeypatch.setattr(pipeline, "open_model", refuse)
+    monkeypatch.setattr(collect, "open_model", refuse)
+
+
+@pytest.mark.parametrize("flags, message", [
+    (["--heads", "0"], "--heads must be >= 1, got 0"),
+    (["--lr", "-1"], "--lr must be a number > 0, got -1.0"),
+    (["--lr", "nan"], "--lr must be a number > 0, got nan"),
+    (["--steps", "0"], "--steps must be >= 1, got 0"),
+    (["--draft-vocab", "1"], "--draft-vocab must be >= 2, got 1"),
+    (["--batch", "0"], "--batch must be >= 1, got 0"),
+    (["--train-minutes", "0"], "--train-minutes must be > 0, got 0.0"),
+    (["--collect-minutes", "0"], "--collect-minutes must be > 0"),
+    (["--eval-minutes", "-1", "--keep-data"], "--eval-minutes must be >= 0, got -1.0"),
+    (["--slots", "0"], "--slots must be in 1..256, got 0"),
+    (["--max-new-tokens", "1"], "--max-new-tokens must be >= 2, got 1"),
+    (["--max-new-tokens", "99999"], "--max-new-tokens must be <= 14848"),
+    (["--threads", "-1"], "--threads must be >= 0"),
+])
+def test_train_names_the_flag_of_a_bad_option_before_any_work(
+        flags: list[str], message: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setenv("PYACCEL_HOME", str(tmp_path / "home"))
+    _refuse_models(monkeypatch)
+    data = tmp_path / "p.txt"
+    data.write_text("\n\n".join(GEMMA_PROMPTS))
+    assert main(["medusa", "train", "--data", str(data), *flags]) == 2
+    err = capsys.readouterr().err
+    assert message in err and "Config(" not in err, err
+    assert not (tmp_path / "home").exists()
+
+
+def test_train_reports_every_bad_option_at_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                capsys: pytest.CaptureFixture[str]) -> None:
+    _refuse_models(monkeypatch)
+    data = tmp_path / "p.txt"
+    data.write_text("\n\n".join(GEMMA_PROMPTS))
+    assert main(["medusa", "train", "--data", str(data), "--heads", "0", "--batch", "0"]) == 2
+    assert "--heads must be >= 1, got 0; --batch must be >= 1, got 0" in capsys.readouterr().err
+
+
+def test_collection_budgets_may_be_zero_only_when_data_is_kept() -> None:
+    assert pipeline.RunConfig(collect_minutes=0, keep_data=True).problems() == []
+    assert pipeline.RunConfig(eval_minutes=0, resume=True).problems() == []
+    assert [p.field for p in pipeline.RunConfig(collect_minutes=0, eval_minutes=0).problems()] == \
+        ["collect_minutes", "eval_minutes"]
+    with pytest.raises(ValueError, match="n_heads must be >= 1, got 0"):  # the library names fields
+        T.TrainConfig(n_heads=0).validate()
+
+
+@pytest.mark.parametrize("setup, args, message", [
+    ("five.jsonl", ["--data", "{dir}/five.jsonl"], "five.jsonl line 1 is not a JSON object"),
+    ("", ["--questions", "{dir}/nothere.jsonl"], "no Spec-Bench question file at {dir}/nothere.jsonl"),
+    ("few.txt", ["--data", "{dir}/few.txt"], "too few prompts (4)"),
+    ("", ["--data", "{dir}/p.txt", "-o", "{dir}"], "-o {dir} is a folder"),
+    ("", ["--data", "{dir}/p.txt", "-o", "{dir}/p.txt/h.gguf"], "{dir}/p.txt is not a folder you can write to"),
+])
+def test_train_reports_bad_inputs_before_any_work(setup: str, args: list[str], message: str, tmp_path: Path,
+                                                  monkeypatch: pytest.MonkeyPatch,
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    _refuse_models(monkeypatch)
+    (tmp_path / "p.txt").write_text("\n\n".join(GEMMA_PROMPTS))
+    (tmp_path / "five.jsonl").write_text("5\n")
+    (tmp_path / "few.txt").write_text("\n\n".join(GEMMA_PROMPTS[:4]))
+    assert main(["medusa", "train", *(a.format(dir=tmp_path) for a in args)]) == 2
+    err = capsys.readouterr().err
+    assert message.format(dir=tmp_path) in err and "Traceback" not in err, err
+
+
+def test_eval_reports_bad_options_and_heads_before_the_model_loads(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    _refuse_models(monkeypatch)
+    data = tmp_path / "p.txt"
+    data.write_text("\n\n".join(GEMMA_PROMPTS))
+    assert main(["medusa", "eval", "--data", str(data), "--max-tokens", "0"]) == 2
+    assert "--max-tokens must be >= 1, got 0" in capsys.readouterr().err
+    empty = tmp_path / "h.gguf"
+    empty.touch()
+    assert main(["medusa", "eval", "--data", str(data), "--heads", str(empty)]) == 2
+    assert f"the Medusa heads file {empty} is empty" in capsys.readouterr().err
+
+
+def test_slot_limit_is_llama_cpps() -> None:
+    import llama_cpp
+
+    assert collect.MAX_SLOTS == llama_cpp.llama_max_parallel_sequences()

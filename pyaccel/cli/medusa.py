@@ -8,14 +8,19 @@ import sys
 import time
 from pathlib import Path
 
-from ..methods.medusa.collect import CollectConfig
-from ..methods.medusa.data import TrainPrompt
+from ..methods.medusa.collect import MAX_SLOTS, CollectConfig
+from ..methods.medusa.data import HOLD_OUT_EVERY, TrainPrompt
 from ..methods.medusa.evaluate import HeadReport
 from ..methods.medusa.heads import HeadWeights
+from ..methods.medusa.options import OptionError, need, raise_problems
 from ..methods.medusa.pipeline import RunConfig
 from ..methods.medusa.train import TrainConfig
 
 _RUN, _COLLECT, _TRAIN = RunConfig(), CollectConfig(), TrainConfig()
+# The flag of each config field `medusa train` sets, to report a mistake as typed.
+_FLAGS = {"n_heads": "--heads", "draft_vocab": "--draft-vocab", "lr": "--lr", "batch": "--batch",
+          "minutes": "--train-minutes", "steps": "--steps", "slots": "--slots", "max_new_tokens": "--max-new-tokens",
+          "collect_minutes": "--collect-minutes", "eval_minutes": "--eval-minutes", "threads": "--threads"}
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -29,7 +34,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                        help="heads file to write (default: <cache>/medusa/<model>-<sha>.gguf, where decoding finds it)")
     train.add_argument("--data", action="append", default=[], metavar="FILE",
                        help="prompts of your own instead of Spec-Bench + code (JSON lines with an \"instruction\" "
-                            "or \"prompt\" field, or text with prompts separated by blank lines); repeatable")
+                            "or \"prompt\" field, or text with prompts separated by blank lines); repeatable. "
+                            f"Every {HOLD_OUT_EVERY}th prompt of a file is held out to measure the heads: give at "
+                            f"least {HOLD_OUT_EVERY}")
     train.add_argument("--questions", type=Path, default=None, help="the Spec-Bench question file, if not in ../shared/data")
     train.add_argument("--heads", type=int, default=_TRAIN.n_heads, help="number of heads")
     train.add_argument("--draft-vocab", type=int, default=_TRAIN.draft_vocab,
@@ -50,7 +57,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     train.add_argument("--no-token-conditioning", action="store_true",
                        help="heads read the hidden state alone, not also the embedding of the token after it "
                             "(smaller files, ~15%% faster heads, lower accuracy)")
-    train.add_argument("--slots", type=int, default=_COLLECT.slots, help="answers generated side by side")
+    train.add_argument("--slots", type=int, default=_COLLECT.slots, help=f"answers generated side by side (1-{MAX_SLOTS})")
     train.add_argument("--max-new-tokens", type=int, default=_COLLECT.max_new_tokens, help="answer tokens per prompt")
     train.add_argument("--threads", type=int, default=None)
 
@@ -88,7 +95,10 @@ def _train(args: argparse.Namespace) -> int:
         collect_minutes=args.collect_minutes, eval_minutes=args.eval_minutes, threads=args.threads,
         resume=args.resume, keep_data=args.keep_data)
     t0 = time.monotonic()
-    report = train_command(args.model, cfg, args.output, args.questions, args.data)
+    try:
+        report = train_command(args.model, cfg, args.output, args.questions, args.data)
+    except OptionError as exc:
+        raise ValueError(exc.named(_FLAGS)) from None
     print(describe(report))
     print(f"total: {time.monotonic() - t0:.0f} s")
     return 0
@@ -118,14 +128,16 @@ def _eval(args: argparse.Namespace) -> int:
     from ..methods.medusa.format import check_target, default_heads_path, load_heads, model_sha256
     from ..methods.medusa.pipeline import collect_split, data_dir
 
+    _check_eval_args(args)
+    held_out = [p for p in interleave(default_prompts(args.questions, args.data)) if p.held_out]
+    given = load_heads(args.heads) if args.heads is not None else None  # a bad file fails before the model loads
     collect_cfg = CollectConfig()
     model = open_model(args.model, collect_cfg, args.threads)
     try:
         path = args.heads if args.heads is not None else default_heads_path(model)
-        heads = load_heads(path)
+        heads = given if given is not None else load_heads(path)
         check_target(heads.meta, model)
         store = DataStore(data_dir(model), model_sha256(model), model.backend.n_embd)
-        held_out = [p for p in interleave(default_prompts(args.questions, args.data)) if p.held_out]
         if store.rows(EVAL) == 0:
             collect_split(model, store, held_out, EVAL, args.collect_minutes, collect_cfg)
         report = evaluate.head_report(heads.weights, store.load(EVAL))
@@ -135,6 +147,15 @@ def _eval(args: argparse.Namespace) -> int:
     if args.tau_prompts > 0:
         return _print_tau(args, path, held_out)
     return 0
+
+
+def _check_eval_args(args: argparse.Namespace) -> None:
+    """Mistakes in `medusa eval`'s numbers, reported before the model loads."""
+    raise_problems([*need("--collect-minutes", args.collect_minutes >= 0, ">= 0", args.collect_minutes),
+                    *need("--tau-prompts", args.tau_prompts >= 0, ">= 0 (0: skip tau)", args.tau_prompts),
+                    *need("--max-tokens", args.max_tokens >= 1, ">= 1", args.max_tokens),
+                    *need("--threads", args.threads is None or args.threads >= 0, ">= 0 (0: the default)",
+                          args.threads)])
 
 
 def _print_heads(report: HeadReport, weights: HeadWeights, cost_ms: float, token_ms: float) -> None:

@@ -28,9 +28,16 @@ import numpy.typing as npt
 
 from ...progress import StatusLine
 from .data import Collected, DataStore, TrainPrompt
+from .options import Problem, need, raise_problems
 
 if TYPE_CHECKING:
     from ...model import Model
+
+
+# llama.cpp's most sequences in one context (llama_max_parallel_sequences()): a slot is a
+# sequence. Checked here so that --slots fails before the model loads; the backend checks the
+# real limit again when the context is made.
+MAX_SLOTS = 256
 
 
 @dataclass(frozen=True)
@@ -47,13 +54,21 @@ class CollectConfig:
     # answers, a new prompt waits while prefills took more than this share of the time.
     prefill_share: float = 0.35
 
+    def problems(self) -> list[Problem]:
+        """Every knob out of range (none: the config can collect)."""
+        room = self.n_ctx - self.max_prompt_tokens  # an answer shares the KV cells with its prompt
+        return [*need("slots", 1 <= self.slots <= MAX_SLOTS, f"in 1..{MAX_SLOTS}", self.slots),
+                *need("max_new_tokens", self.max_new_tokens >= 2, ">= 2", self.max_new_tokens),
+                *need("max_new_tokens", self.max_new_tokens <= room,
+                      f"<= {room} (n_ctx {self.n_ctx} less max_prompt_tokens {self.max_prompt_tokens})",
+                      self.max_new_tokens),
+                *need("max_prompt_tokens", self.max_prompt_tokens >= 1, ">= 1", self.max_prompt_tokens),
+                *need("prompt_rows", self.prompt_rows >= 0, ">= 0", self.prompt_rows),
+                *need("shard_rows", self.shard_rows >= 1, ">= 1", self.shard_rows),
+                *need("prefill_share", 0 < self.prefill_share <= 1, "in (0, 1]", self.prefill_share)]
+
     def validate(self) -> None:
-        if self.slots < 1 or self.max_new_tokens < 2 or self.max_prompt_tokens < 1 or self.prompt_rows < 0:
-            raise ValueError(f"collection needs slots >= 1, max_new_tokens >= 2, max_prompt_tokens >= 1 and "
-                             f"prompt_rows >= 0, got {self}")
-        if self.max_prompt_tokens + self.max_new_tokens > self.n_ctx:
-            raise ValueError(f"n_ctx {self.n_ctx} cannot hold a prompt of {self.max_prompt_tokens} tokens and an "
-                             f"answer of {self.max_new_tokens}: raise n_ctx or lower those")
+        raise_problems(self.problems())
 
 
 @dataclass

@@ -61,23 +61,45 @@ def _split(source: str, records: Iterable[tuple[str, str, str]]) -> list[TrainPr
     return out
 
 
-def _read_jsonl(path: Path) -> list[dict[str, Any]]:
+def _read_text(path: Path) -> str:
+    """The file as UTF-8 text; a ValueError naming the file when it cannot be read so."""
+    try:
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"{path} is not UTF-8 text ({exc.reason} at byte {exc.start}): give a text file of "
+                         "prompts") from None
+    except OSError as exc:
+        raise ValueError(f"cannot read {path} ({exc.strerror}): check the path and its permissions") from None
+
+
+def _read_jsonl(path: Path) -> list[tuple[int, dict[str, Any]]]:
+    """(line number, record) of every non-blank line; each line must be one JSON object."""
     records = []
-    with path.open("r", encoding="utf-8") as f:
-        for n, line in enumerate(f, 1):
-            if line.strip():
-                try:
-                    records.append(json.loads(line))
-                except ValueError as exc:
-                    raise ValueError(f"{path} line {n} is not valid JSON ({exc}): fix or remove that line") from None
+    for n, line in enumerate(_read_text(path).split("\n"), 1):  # not splitlines: JSON strings may hold U+2028
+        if not line.strip():
+            continue
+        try:
+            rec = json.loads(line)
+        except ValueError as exc:
+            raise ValueError(f"{path} line {n} is not valid JSON ({exc}): fix or remove that line") from None
+        if not isinstance(rec, dict):
+            raise ValueError(f"{path} line {n} is not a JSON object (it reads {line.strip()[:40]!r}): give each "
+                             'line one object such as {"prompt": "..."}, or remove that line')
+        records.append((n, rec))
     return records
 
 
 def specbench_prompts(questions: Path) -> list[TrainPrompt]:
     """The first turn of every Spec-Bench question, split per category."""
-    recs = _read_jsonl(questions)
-    return _split("specbench", ((str(r["category"]), f"{r['category']}-{r.get('question_id', i)}",
-                                 str(r["turns"][0])) for i, r in enumerate(recs)))
+    records = []
+    for i, (n, r) in enumerate(_read_jsonl(questions)):
+        turns = r.get("turns")
+        if "category" not in r or not isinstance(turns, list) or not turns:
+            raise ValueError(f"{questions} line {n} is not a Spec-Bench question (one JSON object with a "
+                             "'category' and a non-empty list 'turns' a line): pass the Spec-Bench question "
+                             "file as --questions, or your own prompts as --data FILE")
+        records.append((str(r["category"]), f"{r['category']}-{r.get('question_id', i)}", str(turns[0])))
+    return _split("specbench", records)
 
 
 def shipped_prompts() -> list[TrainPrompt]:
@@ -99,7 +121,7 @@ def _record_text(rec: dict[str, Any], path: Path, n: int) -> str:
             return str(rec[key])
     if "turns" in rec and rec["turns"]:
         return str(rec["turns"][0])
-    raise ValueError(f"{path} record {n} has none of the fields instruction, prompt, text, question, turns: "
+    raise ValueError(f"{path} line {n} has none of the fields instruction, prompt, text, question, turns: "
                      "give each line one of them")
 
 
@@ -110,14 +132,14 @@ def file_prompts(path: str | os.PathLike[str]) -> list[TrainPrompt]:
     if not path.is_file():
         raise FileNotFoundError(f"no data file {path}: give JSON lines or a text file of prompts")
     if path.suffix in (".jsonl", ".json"):
-        recs = _read_jsonl(path)
-        items = [(str(r.get("category", path.stem)), str(r.get("id", n)), _record_text(r, path, n))
-                 for n, r in enumerate(recs, 1)]
+        items = [(str(r.get("category", path.stem)), str(r.get("id", i)), _record_text(r, path, n))
+                 for i, (n, r) in enumerate(_read_jsonl(path), 1)]
     else:
-        blocks = [b.strip() for b in path.read_text(encoding="utf-8").split("\n\n")]
+        blocks = [b.strip() for b in _read_text(path).split("\n\n")]
         items = [(path.stem, str(n), b) for n, b in enumerate((b for b in blocks if b), 1)]
     if not items:
-        raise ValueError(f"{path} holds no prompts")
+        raise ValueError(f"{path} holds no prompts: give JSON lines with a \"prompt\" or \"instruction\" field, or "
+                         "text with prompts separated by blank lines")
     return _split(f"file:{path.name}", items)
 
 
@@ -128,8 +150,10 @@ def default_prompts(questions: Path | None, data: Sequence[str | os.PathLike[str
         return [p for f in data for p in file_prompts(f)]
     from ...bench.suites import find_questions
 
+    if questions is not None:  # find_questions says what is wrong with the file given
+        return specbench_prompts(find_questions(questions)) + shipped_prompts()
     try:
-        path = find_questions(questions)
+        path = find_questions(None)
     except FileNotFoundError:
         raise FileNotFoundError(
             "the Spec-Bench questions (spec_bench_questions.jsonl) are not in ../shared/data: pass "
@@ -212,10 +236,13 @@ class DataStore:
                                  "seconds": {TRAIN: 0.0, EVAL: 0.0}}
         if not path.is_file():
             return fresh
-        got = json.loads(path.read_text(encoding="utf-8"))
-        if got.get("target_sha256") != sha or got.get("n_embd") != n_embd:
-            raise ValueError(f"the data in {self.root} was collected for another model: delete that folder or "
-                             "pass another --data-dir")
+        try:
+            got = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            raise ValueError(f"cannot read {path} ({exc}): delete the folder {self.root} and train again") from None
+        if not isinstance(got, dict) or got.get("target_sha256") != sha or got.get("n_embd") != n_embd:
+            raise ValueError(f"the data in {self.root} was not collected for this model: delete that folder and "
+                             "train again")
         return got
 
     def done(self, split: str) -> set[str]:

@@ -40,6 +40,7 @@ ARCH = "pyaccel-medusa"
 FORMAT_VERSION = 2
 _HASH_BLOCK = 8 << 20
 _HASH_CACHE_FILE = "sha256.json"
+GGUF_MAGIC = b"GGUF"  # the first bytes of a GGUF file
 
 
 def _key(name: str) -> str:
@@ -110,18 +111,13 @@ def _field(reader: "GGUFReader", name: str, path: Path) -> Any:
 def read_meta(path: str | os.PathLike[str]) -> tuple[HeadsMeta, int, int]:
     """The metadata of a heads file, its number of heads and its draft-vocabulary size
     (reads no tensor data)."""
-    import gguf
-
     path = _existing(path)
-    reader = gguf.GGUFReader(path)
-    return _meta_of(reader, path)
+    return _meta_of(_reader(path), path)
 
 
 def is_token_conditioned(path: str | os.PathLike[str]) -> bool:
     """Do the heads of this file read the next token's embedding too (format 2)?"""
-    import gguf
-
-    return any(t.name == "medusa.embd" for t in gguf.GGUFReader(_existing(path)).tensors)
+    return any(t.name == "medusa.embd" for t in _reader(_existing(path)).tensors)
 
 
 def _existing(path: str | os.PathLike[str]) -> Path:
@@ -129,6 +125,29 @@ def _existing(path: str | os.PathLike[str]) -> Path:
     if not path.is_file():
         raise FileNotFoundError(f"no Medusa heads file at {path}: train one with `pyaccel medusa train -m MODEL`")
     return path
+
+
+_RETRAIN = "pass the heads file `pyaccel medusa train` wrote, or train heads again with `pyaccel medusa train -m MODEL`"
+
+
+def _reader(path: Path) -> "GGUFReader":
+    """A GGUFReader of a heads file; ValueError naming the file when it is empty, not GGUF,
+    unreadable or cut short (the reader's own errors say neither which file nor what to do)."""
+    import gguf
+
+    try:
+        with open(path, "rb") as f:
+            magic = f.read(len(GGUF_MAGIC))
+    except OSError as exc:
+        raise ValueError(f"cannot read the Medusa heads file {path} ({exc.strerror}): check its permissions") from None
+    if not magic:
+        raise ValueError(f"the Medusa heads file {path} is empty: {_RETRAIN}")
+    if magic != GGUF_MAGIC:
+        raise ValueError(f"{path} is not a Medusa heads file (not GGUF: it starts with {magic!r}): {_RETRAIN}")
+    try:
+        return gguf.GGUFReader(path)
+    except (ValueError, IndexError, KeyError, OSError) as exc:
+        raise ValueError(f"the Medusa heads file {path} is damaged or cut short ({exc}): {_RETRAIN}") from None
 
 
 def _meta_of(reader: "GGUFReader", path: Path) -> tuple[HeadsMeta, int, int]:
@@ -157,10 +176,8 @@ def _meta_of(reader: "GGUFReader", path: Path) -> tuple[HeadsMeta, int, int]:
 
 def load_heads(path: str | os.PathLike[str]) -> MedusaHeads:
     """Read a heads file written by `save_heads`; tensors come back as float32 (vocab int32)."""
-    import gguf
-
     path = _existing(path)
-    reader = gguf.GGUFReader(path)
+    reader = _reader(path)
     meta, n_heads, _ = _meta_of(reader, path)
     tensors = {t.name: np.asarray(t.data) for t in reader.tensors}
     missing = [n for n in ("medusa.vocab", "medusa.out", *(f"medusa.{k}.{p}" for k in range(n_heads) for p in "wb"))
@@ -231,7 +248,17 @@ def model_sha256(model: "Model") -> str:
 def _sha256_of(path: Path, spec: "registry.ModelSpec | None") -> str:
     if spec is not None and spec.size == path.stat().st_size and path.name == spec.file:
         return spec.sha256
+    _check_model_file(path)
     return file_sha256(path)
+
+
+def _check_model_file(path: Path) -> None:
+    """Refuse a file that is no GGUF model before hashing it: its hash would be cached for
+    nothing (`auto` looks for heads before the model loads), and a large file of another
+    kind would be read in full first. The error is the one loading the model gives."""
+    from ...backend import check_gguf_file
+
+    check_gguf_file(path)
 
 
 def model_architecture(model: "Model") -> str:

@@ -9,6 +9,7 @@ counts the time already spent, training continues from its checkpoint. The defau
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from dataclasses import dataclass, field
@@ -19,16 +20,18 @@ import numpy as np
 
 from ...progress import StatusLine, clock
 from .collect import CollectConfig, Collector, CollectReport, open_model
-from .data import EVAL, TRAIN, DataStore, Dataset, TrainPrompt, default_prompts, interleave, labels
+from .data import EVAL, HOLD_OUT_EVERY, TRAIN, DataStore, Dataset, TrainPrompt, default_prompts, interleave, labels
 from .evaluate import RANK_TOPK, answer_rows, rank_accuracy
 from .format import default_heads_path, medusa_dir, meta_for, model_label, model_sha256, save_heads
 from .heads import F32, HeadWeights, MedusaHeads, rms_normalise
+from .options import Problem, need, raise_problems
 from .outmatrix import embedding_rows, output_rows
 from .train import (
     TrainConfig,
     TrainData,
     TrainProgress,
     TrainState,
+    check_checkpoint,
     choose_vocab,
     final_weights,
     load_checkpoint,
@@ -53,6 +56,24 @@ class RunConfig:
     threads: int | None = None
     resume: bool = False  # continue collection and training where an interrupted run stopped
     keep_data: bool = False  # continue collection, but train afresh (other --heads, --draft-vocab, ...)
+
+    def problems(self) -> list[Problem]:
+        """Every option of the run out of range, collection's and training's included."""
+        # A run that starts afresh has nothing collected: without time for both splits it
+        # would fail only after minutes of work, for want of data.
+        afresh = not (self.resume or self.keep_data)
+        rule = "> 0 (a run without --resume or --keep-data collects afresh)" if afresh else ">= 0"
+
+        def ok(minutes: float) -> bool:
+            return minutes > 0 if afresh else minutes >= 0
+
+        return [*self.collect.problems(), *self.train.problems(),
+                *need("collect_minutes", ok(self.collect_minutes), rule, self.collect_minutes),
+                *need("eval_minutes", ok(self.eval_minutes), rule, self.eval_minutes),
+                *need("threads", self.threads is None or self.threads >= 0, ">= 0 (0: the default)", self.threads)]
+
+    def validate(self) -> None:
+        raise_problems(self.problems())
 
 
 @dataclass
@@ -181,26 +202,68 @@ def run_training(model: "Model", store: DataStore, cfg: RunConfig, output: Path,
     return heads
 
 
+def check_output(path: Path) -> None:
+    """Refuse, before any work, a heads file path that cannot be written."""
+    if path.is_dir():
+        raise ValueError(f"-o {path} is a folder: give the path of the heads file to write, e.g. {path / 'heads.gguf'}")
+    folder = next(p for p in path.absolute().parents if p.exists())  # the nearest one there (/ at worst)
+    if not folder.is_dir() or not os.access(folder, os.W_OK | os.X_OK):
+        raise ValueError(f"cannot write the heads file {path}: {folder} is not a folder you can write to; "
+                         "pass another -o")
+
+
+def check_split(prompts: Sequence[TrainPrompt]) -> None:
+    """Refuse prompts that leave one side of the split empty: training would fail for want of
+    data only after minutes of collection."""
+    if not any(p.held_out for p in prompts):
+        raise ValueError(f"too few prompts ({len(prompts)}): every {HOLD_OUT_EVERY}th prompt of a category is "
+                         "held out to measure the heads (the rest train them), so give at least "
+                         f"{HOLD_OUT_EVERY} prompts in one category (one --data file)")
+
+
+def check_model(tc: TrainConfig, model: "Model") -> None:
+    """The options that depend on the model (checked once it is open, before collection)."""
+    raise_problems(need("draft_vocab", tc.draft_vocab <= model.n_vocab,
+                        f"<= {model.n_vocab} (the size of {model.name}'s vocabulary)", tc.draft_vocab))
+
+
+def collect_both(model: "Model", store: DataStore, prompts: Sequence[TrainPrompt], cfg: RunConfig,
+                 report: RunReport, stream: TextIO) -> None:
+    """Held-out answers, then training answers, each for what is left of its time budget."""
+    for split, minutes in ((EVAL, cfg.eval_minutes), (TRAIN, cfg.collect_minutes)):
+        chosen = [p for p in prompts if p.held_out == (split == EVAL)]
+        t0 = time.monotonic()
+        report.collected[split] = collect_split(model, store, chosen, split, minutes, cfg.collect, stream)
+        report.collect_s[split] = time.monotonic() - t0
+        if split == EVAL and not store.rows(EVAL):
+            raise ValueError("no held-out answer was collected, so the heads could not be measured: raise "
+                             "--eval-minutes, or give prompts short enough for the model's context")
+
+
 def train_command(model_name: str, cfg: RunConfig, output: Path | None, questions: Path | None,
                   data: Sequence[str], stream: TextIO | None = None) -> RunReport:
-    """The whole run; returns what it measured (the heads are at `report.output`)."""
+    """The whole run; returns what it measured (the heads are at `report.output`). Every
+    option is checked before collection starts, and before an earlier run's data is cleared."""
     stream = stream if stream is not None else sys.stderr
+    cfg.validate()
+    prompts = interleave(default_prompts(questions, data))
+    check_split(prompts)
+    if output is not None:
+        check_output(output)
     model = open_model(model_name, cfg.collect, cfg.threads)
     try:
+        check_model(cfg.train, model)
         output = output if output is not None else default_heads_path(model)
         checkpoint = output.with_name(output.name + ".ckpt.npz")
+        if cfg.resume and checkpoint.is_file():
+            check_checkpoint(checkpoint, cfg.train)
         store = DataStore(data_dir(model), model_sha256(model), model.backend.n_embd)
         if not cfg.resume:
             checkpoint.unlink(missing_ok=True)
             if not cfg.keep_data:
                 store.clear()
-        prompts = interleave(default_prompts(questions, data))
         report = RunReport(output)
-        for split, minutes in ((EVAL, cfg.eval_minutes), (TRAIN, cfg.collect_minutes)):
-            chosen = [p for p in prompts if p.held_out == (split == EVAL)]
-            t0 = time.monotonic()
-            report.collected[split] = collect_split(model, store, chosen, split, minutes, cfg.collect, stream)
-            report.collect_s[split] = time.monotonic() - t0
+        collect_both(model, store, prompts, cfg, report, stream)
         model.backend.kv_clear()
         run_training(model, store, cfg, output, checkpoint, report, stream)
     finally:

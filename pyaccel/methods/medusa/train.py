@@ -20,6 +20,7 @@ interrupted training resumed from its checkpoint takes the same steps as one tha
 from __future__ import annotations
 
 import json
+import math
 import os
 import time
 from dataclasses import asdict, dataclass, field
@@ -30,6 +31,7 @@ import numpy as np
 import numpy.typing as npt
 
 from .heads import F32, HeadWeights, embed_rows, silu
+from .options import Problem, need, raise_problems
 
 I32 = npt.NDArray[np.int32]
 
@@ -60,11 +62,23 @@ class TrainConfig:
     validation_rows: int = 1024
     seed: int = 0
 
+    def problems(self) -> list[Problem]:
+        """Every knob out of range (none: the config can train)."""
+        return [*need("n_heads", self.n_heads >= 1, ">= 1", self.n_heads),
+                *need("draft_vocab", self.draft_vocab >= 2, ">= 2", self.draft_vocab),
+                *need("lr", self.lr > 0 and math.isfinite(self.lr), "a number > 0", self.lr),
+                *need("lr_floor", 0 <= self.lr_floor <= 1, "in [0, 1]", self.lr_floor),
+                *need("batch", self.batch >= 1, ">= 1", self.batch),
+                *need("weight_decay", self.weight_decay >= 0, ">= 0", self.weight_decay),
+                *need("head_decay", self.head_decay > 0, "> 0", self.head_decay),
+                # the time budget counts only where no fixed number of steps is asked for
+                *(need("minutes", self.minutes > 0, "> 0", self.minutes) if self.steps is None else []),
+                *(need("steps", self.steps >= 1, ">= 1", self.steps) if self.steps is not None else []),
+                *need("validate_every", self.validate_every >= 1, ">= 1", self.validate_every),
+                *need("validation_rows", self.validation_rows >= 1, ">= 1", self.validation_rows)]
+
     def validate(self) -> None:
-        if self.n_heads < 1 or self.draft_vocab < 2 or self.batch < 1 or not self.lr > 0:
-            raise ValueError(f"training needs n_heads >= 1, draft_vocab >= 2, batch >= 1 and lr > 0, got {self}")
-        if self.steps is not None and self.steps < 1:
-            raise ValueError(f"steps must be >= 1, got {self.steps}")
+        raise_problems(self.problems())
 
 
 @dataclass
@@ -277,13 +291,24 @@ def load_checkpoint(path: Path, cfg: TrainConfig) -> TrainState:
                            [tuple(x) for x in info["history"]])
         if "u" in z.files:
             state.u, state.mu, state.vu, state.best_u = z["u"], z["mu"], z["vu"], z["best_u"]
-    if (state.u is not None) != cfg.token_conditioned:
-        raise ValueError(f"the checkpoint {path} is of heads {'with' if state.u is not None else 'without'} token "
-                         "conditioning, unlike this run's settings: rerun without --resume")
-    if state.w.shape[0] != cfg.n_heads or len(state.vocab) != cfg.draft_vocab:
-        raise ValueError(f"the checkpoint {path} is of {state.w.shape[0]} heads over {len(state.vocab)} draft tokens, "
-                         f"not {cfg.n_heads} over {cfg.draft_vocab}: rerun without --resume, or with its settings")
+    _check_fits(path, state.w.shape[0], len(state.vocab), state.u is not None, cfg)
     return state
+
+
+def check_checkpoint(path: Path, cfg: TrainConfig) -> None:
+    """Raise ValueError, saying what to do, unless the checkpoint at `path` can continue
+    training under `cfg` (what --resume checks before it collects anything)."""
+    with np.load(path) as z:
+        _check_fits(path, int(z["w"].shape[0]), int(z["vocab"].shape[0]), "u" in z.files, cfg)
+
+
+def _check_fits(path: Path, n_heads: int, draft_vocab: int, conditioned: bool, cfg: TrainConfig) -> None:
+    if conditioned != cfg.token_conditioned:
+        raise ValueError(f"the checkpoint {path} is of heads {'with' if conditioned else 'without'} token "
+                         "conditioning, unlike this run's settings: rerun without --resume")
+    if n_heads != cfg.n_heads or draft_vocab != cfg.draft_vocab:
+        raise ValueError(f"the checkpoint {path} is of {n_heads} heads over {draft_vocab} draft tokens, "
+                         f"not {cfg.n_heads} over {cfg.draft_vocab}: rerun without --resume, or with its settings")
 
 
 # ---- the loop -------------------------------------------------------------------------------------
