@@ -60,7 +60,7 @@ struct FileReader {
 
     [[noreturn]] void fail(const std::string & why) const {
         pyaccel::fail("n-gram cache file '", path, "' ", why,
-                      ": rebuild it (NgramCache.update, then save)");
+                      ": rebuild it (`pyaccel ngram build`, or NgramCache.update then save)");
     }
     uint64_t get(int n_bytes) {
         if (bytes.size() - pos < static_cast<size_t>(n_bytes)) fail("is truncated");

@@ -145,13 +145,16 @@ class LlamaBackend:
     def _load(self, config: ContextConfig) -> None:
         if config.n_threads is not None and (isinstance(config.n_threads, bool) or config.n_threads < 0):
             raise ValueError(f"n_threads must be >= 1 (0 or None: the default), got {config.n_threads}")
+        if config.n_gpu_layers < -1:
+            raise ValueError(f"n_gpu_layers must be -1 (every layer) or >= 0, got {config.n_gpu_layers}")
         mparams = llama_cpp.llama_model_default_params()
         mparams.n_gpu_layers = config.n_gpu_layers
         model = llama_cpp.llama_model_load_from_file(os.fsencode(self.path), mparams)
         if not model:
             raise ModelLoadError(
                 f"llama.cpp could not load {self.path}: the file may be truncated, corrupted, or "
-                "of an architecture this llama-cpp-python does not know (run with verbose=True to see why)"
+                "of an architecture this llama-cpp-python does not know (verbose=True, or --verbose, shows why; "
+                "a registry model is fetched again by `pyaccel models pull NAME --force`)"
             )
         self._model = model
         self._vocab = llama_cpp.llama_model_get_vocab(model)
@@ -261,7 +264,8 @@ class LlamaBackend:
         rc = llama_cpp.llama_decode(self._ctx, b.struct)
         if rc == 1:
             raise ContextOverflowError(
-                f"the KV cache is full (context of {self.n_ctx} tokens): use a larger n_ctx or a shorter prompt"
+                f"the KV cache is full (context of {self.n_ctx} tokens): use a larger n_ctx (--n-ctx) or a "
+                "shorter prompt"
             )
         if rc != 0:
             raise RuntimeError(f"llama_decode failed with code {rc}")
@@ -289,7 +293,7 @@ class LlamaBackend:
         if start_pos + len(tok) > self.n_ctx:
             raise ContextOverflowError(
                 f"{start_pos + len(tok)} tokens do not fit the context of {self.n_ctx}: "
-                "use a larger n_ctx or a shorter prompt"
+                "use a larger n_ctx (--n-ctx) or a shorter prompt"
             )
         step = self.max_batch
         for lo in range(0, len(tok), step):

@@ -145,7 +145,7 @@ def measure_decode_costs(backend: LlamaBackend, max_batch: int = MAX_MEASURED_BA
     depth = _filler_depth(backend, origin, max_batch)
     max_batch = min(max_batch, backend.max_batch, backend.n_ctx - origin - depth - 2)
     if max_batch < 1:
-        raise ValueError("the context is too full to measure decode costs: use a larger n_ctx")
+        raise ValueError("the context is too full to measure decode costs: use a larger n_ctx (--n-ctx)")
     sizes = [b for b in SWEEP_SIZES if b <= max_batch]
     extra = [d for d in sweep_depths(backend, max_batch) if d > origin] if deep else []
     bar = Progress(f"measuring decode costs of {backend.path.name}", repeats * (1 + len(extra)),
@@ -416,7 +416,7 @@ def calibrate(backend: LlamaBackend, samples: CostSamples, budget_s: float = CAL
     origin = backend.kv_pos_max(0) + 1
     max_batch = min(max_batch, backend.max_batch, backend.n_ctx - origin - 2)
     if max_batch < 1:
-        raise ValueError("the context is too full to calibrate decode costs: use a larger n_ctx")
+        raise ValueError("the context is too full to calibrate decode costs: use a larger n_ctx (--n-ctx)")
     tokens = (np.arange(max_batch, dtype=np.int32) * 37 + 1000) % backend.n_vocab
     timed = [1]
     try:

@@ -315,7 +315,7 @@ def _validate(backend: LlamaBackend, req: Request) -> None:
     if len(req.prompt) >= backend.n_ctx:
         raise ContextOverflowError(
             f"the prompt has {len(req.prompt)} tokens but the context holds {backend.n_ctx}: "
-            "use a larger n_ctx or a shorter prompt"
+            "use a larger n_ctx (--n-ctx) or a shorter prompt"
         )
     bad = [t for t in req.prompt if not 0 <= t < backend.n_vocab]
     if bad:

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .errors import ModelNotFoundError, PullError
+from .paths import blocked_by_file
 from .progress import Progress
 
 if sys.version_info >= (3, 11):
@@ -96,6 +97,15 @@ def model_cache_path(spec: ModelSpec) -> Path:
     return cache_dir() / "models" / spec.file
 
 
+def cached_state(spec: ModelSpec) -> str:
+    """"cached", "not cached", or "damaged" (a file of another size than the registry's:
+    cut short or overwritten; `pull --force` fetches it again)."""
+    path = model_cache_path(spec)
+    if not path.is_file():
+        return "not cached"
+    return "cached" if path.stat().st_size == spec.size else "damaged"
+
+
 def is_local_path(name_or_path: str | os.PathLike[str]) -> bool:
     text = os.fspath(name_or_path)
     return text.endswith(".gguf") or os.sep in text or "/" in text or os.path.exists(text)
@@ -129,9 +139,13 @@ def resolve_model(name_or_path: str | os.PathLike[str], *, pull_missing: bool = 
         return path
     spec = load_registry().get(os.fspath(name_or_path))
     path = model_cache_path(spec)
-    if path.is_file():
+    state = cached_state(spec)
+    if state == "cached":
         return path
     if not pull_missing:
+        if state == "damaged":
+            raise ModelNotFoundError(f"the cached {spec.name!r} ({path}) is {path.stat().st_size} bytes, not "
+                                     f"{spec.size}: it is damaged; run `pyaccel models pull {spec.name} --force`")
         raise ModelNotFoundError(f"model {spec.name!r} is not in the cache: run `pyaccel models pull {spec.name}`")
     return pull(spec.name, progress=progress)
 
@@ -206,8 +220,12 @@ def pull(name: str, *, progress: bool = True, force: bool = False) -> Path:
     """Fetch, verify and cache a registry model; return its path. Leaves no partial file."""
     spec = load_registry().get(name)
     final = model_cache_path(spec)
-    if final.is_file() and not force:
+    if cached_state(spec) == "cached" and not force:
         return final
+    blocker = blocked_by_file(final)
+    if blocker is not None:
+        raise PullError(f"the model cache cannot be made in {final.parent}: {blocker} is a file, not a folder. "
+                        "Move it away, or set PYACCEL_HOME to a folder")
     final.parent.mkdir(parents=True, exist_ok=True)
     _check_disk_space(final.parent, spec.size)
     tmp_file = final.with_name(f".{final.name}.{os.getpid()}.partial")

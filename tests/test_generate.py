@@ -175,6 +175,26 @@ def test_bad_thread_count_is_clear(gemma_path: Path) -> None:
         pyaccel.Model(gemma_path, n_threads=-2)
 
 
+def test_bad_offload_is_clear(gemma_path: Path) -> None:
+    with pytest.raises(ValueError, match=r"n_gpu_layers must be -1 \(every layer\) or >= 0"):
+        pyaccel.Model(gemma_path, n_gpu_layers=-5)
+
+
+def test_a_draft_model_named_for_auto_must_exist(gemma: pyaccel.Model) -> None:
+    """auto skips the registry pair when it is not here, but not a draft the user named."""
+    with pytest.raises(pyaccel.ModelNotFoundError, match="no-such.gguf"):
+        pyaccel.Generator(gemma, pyaccel.Auto(draft="no-such.gguf"))
+
+
+def test_cli_generate_into_a_closed_pipe_exits_quietly(gemma_path: Path) -> None:
+    """`pyaccel generate ... | head -c 5`: no traceback when the reader goes."""
+    cmd = f"{sys.executable} -m pyaccel generate -m {gemma_path} --threads 1 --n-ctx 256 --max-tokens 200 " \
+          "--method plain 'Count from one to a hundred:' | head -c 5"
+    out = subprocess.run(["bash", "-o", "pipefail", "-c", cmd], capture_output=True, text=True, timeout=300)
+    assert len(out.stdout) == 5 and "Traceback" not in out.stderr and "Error" not in out.stderr, out.stderr
+    assert out.returncode in (0, 141)
+
+
 def test_prompt_longer_than_context_is_clear(gemma_path: Path) -> None:
     with pyaccel.Model(gemma_path, n_ctx=64) as small:
         with pytest.raises(pyaccel.ContextOverflowError, match="context"):

@@ -176,3 +176,18 @@ def test_option_mistakes_fail_at_construction(tmp_path: Path) -> None:
     ngram.save_cache(_core.NgramCache(3, 4), narrow)
     with pytest.raises(ValueError, match="rebuild it with --n-min <= 2"):
         _ = pyaccel.NgramCacheDrafter(static_path=narrow).static_cache
+
+
+def test_cache_paths_that_cannot_be_written_fail_before_any_work(tmp_path: Path) -> None:
+    a_file = tmp_path / "afile"
+    a_file.write_text("x")
+    for path, message in ((tmp_path, "is a folder"), (a_file / "x.ngc", "is a file, not a folder")):
+        with pytest.raises(ValueError, match=message):
+            pyaccel.NgramCacheDrafter(dynamic_path=path)
+        with pytest.raises(ValueError, match=message):
+            ngram.save_cache(_core.NgramCache(), path)
+    with pytest.raises(ValueError, match="is a folder, not an n-gram cache file"):
+        ngram.load_cache(tmp_path)
+    out = subprocess.run([sys.executable, "-m", "pyaccel", "ngram", "build", "-m", "no-such-model", str(a_file),
+                          "-o", str(tmp_path)], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 2 and "is a folder" in out.stderr and "unknown model" not in out.stderr

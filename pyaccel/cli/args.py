@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 def add_model_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("-m", "--model", default=None,
                    help="registry name or path to a .gguf (default: the registry default)")
-    p.add_argument("--n-ctx", type=int, default=defaults.N_CTX, help=f"context size (default {defaults.N_CTX})")
+    p.add_argument("--n-ctx", type=int, default=defaults.N_CTX, help=f"context size in tokens (default {defaults.N_CTX}; llama.cpp rounds it up to a multiple of 256)")
     p.add_argument("--threads", type=int, default=None, help="CPU threads (0 or unset: all cores on small machines)")
     p.add_argument("--n-gpu-layers", type=int, default=0, help="layers offloaded to a GPU build (-1: all)")
     p.add_argument("--verbose", action="store_true", help="show llama.cpp's own log")
@@ -72,6 +72,10 @@ def _heads_cached(model: str | None) -> bool:
     except ModelNotFoundError:
         return False
     return cached_heads_path(registry.model_name(name, path), path).exists()
+
+
+def add_stop_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--stop", action="append", default=None, help="stop string (repeatable)")
 
 
 def add_sampling_args(p: argparse.ArgumentParser) -> None:

@@ -23,8 +23,8 @@ from ..errors import PyaccelError
 from ..generator import Generator
 from ..model import Model
 from ..types import Result, Stats
-from .args import (add_method_args, add_model_args, add_sampling_args, check_sampling_args, make_method_from_args,
-                   open_model)
+from .args import (add_method_args, add_model_args, add_sampling_args, add_stop_arg, check_sampling_args,
+                   make_method_from_args, open_model)
 
 PROMPT = ">>> "
 MORE = "... "
@@ -45,6 +45,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-tokens", type=int, default=None,
                    help="most new tokens per answer (default: the answer runs to its end, up to the context)")
     add_sampling_args(p)
+    add_stop_arg(p)
 
 
 @dataclass
@@ -280,7 +281,7 @@ def command(args: argparse.Namespace) -> int:
     gen = Generator(model, make_method_from_args(args))
     max_tokens = args.max_tokens if args.max_tokens is not None else model.n_ctx
     options = dict(max_tokens=max_tokens, temperature=args.temperature, top_k=args.top_k, top_p=args.top_p,
-                   min_p=args.min_p, seed=args.seed)
+                   min_p=args.min_p, seed=args.seed, stop=args.stop)
     session = Session(model, gen, args.method, options, system=args.system)
     print(f"pyaccel chat: {model.name}, method {args.method}. /help for commands, Ctrl-D to exit.", file=sys.stderr)
     try:

@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from typing import Sequence
 
 from .. import registry
 from ..errors import PyaccelError
 from ..types import Result
-from .args import (add_method_args, add_model_args, add_sampling_args, check_sampling_args, make_method_from_args,
-                   open_model)
+from .args import (add_method_args, add_model_args, add_sampling_args, add_stop_arg, check_sampling_args,
+                   make_method_from_args, open_model)
 
 
 def _add_generate(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
@@ -22,7 +23,7 @@ def _add_generate(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") ->
     p.add_argument("--max-tokens", type=int, default=None,
                    help="most new tokens (default: the answer runs to its end, up to the context)")
     add_sampling_args(p)
-    p.add_argument("--stop", action="append", default=None, help="stop string (repeatable)")
+    add_stop_arg(p)
     p.add_argument("--chat", action="store_true", help="wrap the prompt in the model's chat template as a user turn")
     p.add_argument("--json", action="store_true", help="print one JSON object with text, tokens, finish_reason, stats")
     p.add_argument("--stats", action="store_true", help="print speed statistics to stderr")
@@ -42,8 +43,10 @@ def _add_models(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> N
     costs.add_argument("name")
     costs.add_argument("--remeasure", action="store_true",
                        help="measure the full curve now (minutes on a small CPU); it replaces the learnt one")
-    costs.add_argument("--threads", type=int, default=None)
-    costs.add_argument("--n-gpu-layers", type=int, default=0)
+    costs.add_argument("--threads", type=int, default=None,
+                       help="the threads the curve is for (default: as a Model picks them)")
+    costs.add_argument("--n-gpu-layers", type=int, default=0,
+                       help="the offload the curve is for (-1: every layer; default 0)")
 
 
 def _add_ngram(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
@@ -102,7 +105,8 @@ def _cmd_models(args: argparse.Namespace) -> int:
     reg = registry.load_registry()
     if args.models_cmd == "list":
         for name, spec in reg.models.items():
-            cached = "cached" if registry.model_cache_path(spec).is_file() else "not cached"
+            cached = registry.cached_state(spec)
+            cached = "damaged: pull --force" if cached == "damaged" else cached
             default = " (default)" if name == reg.default else ""
             draft = f", draft: {spec.draft}" if spec.draft else ""
             print(f"{name}{default}  {spec.size / 1e6:.0f} MB  {spec.license}  [{cached}]{draft}")
@@ -130,10 +134,20 @@ def _show_costs(args: argparse.Namespace) -> int:
     if cost_model.learnt is not None:
         n = sum(len(v) for v in cost_model.learnt.cells.values())
         print(f"Learnt from use ({n} decodes timed; it grows as the model is used). "
-              f"`pyaccel models costs {args.name} --remeasure` measures the full curve (minutes).",
+              f"`pyaccel models costs {_costs_args(args)} --remeasure` measures the full curve (minutes).",
               file=sys.stderr)
     print(curve_table(costs))
     return 0
+
+
+def _costs_args(args: argparse.Namespace) -> str:
+    """The model and the options that key the curve shown, as `models costs` takes them."""
+    out = [args.name]
+    if args.threads is not None:
+        out.append(f"--threads {args.threads}")
+    if args.n_gpu_layers:
+        out.append(f"--n-gpu-layers {args.n_gpu_layers}")
+    return " ".join(out)
 
 
 def _print_stats(result: Result) -> None:
@@ -158,6 +172,7 @@ def _cmd_ngram(args: argparse.Namespace) -> int:
     from ..model import Model
 
     files = ngram.corpus_files(args.corpus)
+    ngram.check_cache_path(args.output)  # before the build, not after it
     with Model(args.model, n_ctx=64) as model:  # only the tokenizer is used
         cache, skipped = ngram.build_cache(model, files, args.n_min, args.n_max)
     ngram.save_cache(cache, args.output)
@@ -250,6 +265,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:  # `pyaccel generate ... | head`: the reader has gone
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit
+        return 141
+    except OSError as exc:  # a path that cannot be read or written (a file where a folder should be)
+        print(f"pyaccel: error: {exc}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

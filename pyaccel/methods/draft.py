@@ -10,6 +10,8 @@ device where drafting cannot pay, the method drafts nothing.
 
 from __future__ import annotations
 
+import os
+
 import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Sequence
@@ -106,6 +108,8 @@ class DraftModel(Proposer):
             raise ValueError(f"length must be in 0..max_draft ({max_draft}), got {length}")
         if probe_every < 1 or probe_len < 0:
             raise ValueError(f"need probe_every >= 1 and probe_len >= 0, got {probe_every}, {probe_len}")
+        if draft is not None and not isinstance(draft, (str, os.PathLike)) and not hasattr(draft, "backend"):
+            raise TypeError(f"draft must be a registry name, a .gguf path or a pyaccel.Model, got {draft!r}")
         self._draft_arg = draft
         self.max_draft = max_draft
         self.min_prob = min_prob

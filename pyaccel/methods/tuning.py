@@ -10,6 +10,7 @@ tuples and tables (per-bucket priors, measured tau) are set on the dataclass in 
 from __future__ import annotations
 
 import inspect
+import os
 from dataclasses import fields, is_dataclass, replace
 from typing import Any, Callable, TypeVar
 
@@ -80,22 +81,32 @@ def _check_type(name: str, default: Any, value: Any) -> None:
 
 # A spec value's Python types allowed by each simple annotation of a constructor argument.
 _SPEC_KINDS: dict[str, tuple[type, ...]] = {"int": (int,), "float": (int, float), "bool": (bool,), "str": (str,),
-                                            "None": (type(None),)}
-_KIND_WORDS = {"int": "an integer", "float": "a number", "bool": "true or false", "str": "a string", "None": "none"}
+                                            "None": (type(None),), "PathLike": (str, os.PathLike),
+                                            "os.PathLike[str]": (str, os.PathLike)}
+_KIND_WORDS = {"int": "an integer", "float": "a number", "bool": "true or false", "str": "a string", "None": "none",
+               "PathLike": "a path", "os.PathLike[str]": "a path"}
 
 
 def check_arguments(options: dict[str, Any], method: Callable[..., Any], what: str) -> None:
     """Each option against its `method` argument's annotation where that is simple (int,
-    float, bool, str, optionally `| None`): a wrong type is an error that names the option,
-    not a comparison failing inside the constructor. Other arguments (paths, objects) are
-    left to the constructor."""
+    float, bool, str, a path, optionally `| None`): a wrong type is an error that names the
+    option, not a comparison failing inside the constructor. An argument that takes only
+    objects (a tuning dataclass, a cost model) refuses the values a spec can write; an
+    `object` argument is left to the constructor."""
     for name, param in inspect.signature(method).parameters.items():
         if name not in options or not isinstance(param.annotation, str):
             continue
-        kinds = [k.strip() for k in param.annotation.split("|")]
-        if not all(k in _SPEC_KINDS for k in kinds):
-            continue
+        kinds = [k.strip() for k in param.annotation.strip("'\"").split("|")]
         value = options[name]
+        if "object" in kinds:
+            continue
+        known = [k for k in kinds if k in _SPEC_KINDS]
+        if len(known) < len(kinds):  # objects too: only a spec's values are checked
+            if not isinstance(value, SCALARS) or isinstance(value, tuple(t for k in known for t in _SPEC_KINDS[k])):
+                continue
+            objects = " or ".join(k for k in kinds if k not in _SPEC_KINDS)
+            raise ValueError(f"method {what!r}: {name} takes a Python object ({objects}), which a method spec "
+                             "cannot write: pass it in Python")
         ok = isinstance(value, tuple(t for k in kinds for t in _SPEC_KINDS[k]))
         if isinstance(value, bool) and "bool" not in kinds:
             ok = False  # True is an int to Python, not to a user writing max_draft=true

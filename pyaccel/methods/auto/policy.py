@@ -118,11 +118,14 @@ class AutoTuning:
 
 def local_draft_path(target: "Model", draft: object) -> Path | None:
     """The draft model's file if it is on this machine (never pulled: `auto` must not start
-    a download); `draft` is a Model, a name or a path, None for the target's registry pair."""
+    a download); `draft` is a Model, a name or a path, None for the target's registry pair.
+    A draft the caller named that is not here is an error (ModelNotFoundError, saying how
+    to get it); the registry pair missing is not."""
     from ...model import Model
 
     if isinstance(draft, Model):
         return draft.path
+    named = draft is not None
     if draft is None:
         spec = target.registry_spec
         if spec is None or spec.draft is None:
@@ -133,6 +136,8 @@ def local_draft_path(target: "Model", draft: object) -> Path | None:
     try:
         return resolve_model(draft, pull_missing=False, progress=False)
     except ModelNotFoundError:
+        if named:
+            raise
         return None
 
 

@@ -3,6 +3,6 @@
 from __future__ import annotations
 
 from .corpus import build_cache, corpus_files
-from .drafter import NgramCacheDrafter, load_cache, save_cache
+from .drafter import NgramCacheDrafter, check_cache_path, load_cache, save_cache
 
-__all__ = ["NgramCacheDrafter", "build_cache", "corpus_files", "load_cache", "save_cache"]
+__all__ = ["NgramCacheDrafter", "build_cache", "check_cache_path", "corpus_files", "load_cache", "save_cache"]

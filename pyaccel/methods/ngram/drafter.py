@@ -23,6 +23,7 @@ import numpy as np
 
 from ... import _core
 from ...cost_model import CostModel
+from ...paths import check_file_path
 from ...types import Draft, SamplingConfig
 from ..candidate import Candidate
 from ..base import Proposer
@@ -40,12 +41,20 @@ _DRAFT_CONTEXT = _core.NgramCache().n_max
 
 
 def load_cache(path: PathLike) -> "_core.NgramCache":
-    """A saved cache; ValueError naming the file when it is missing or damaged."""
+    """A saved cache; ValueError naming the file when it is missing, a folder or damaged."""
+    if Path(path).is_dir():
+        raise ValueError(f"{os.fspath(path)!r} is a folder, not an n-gram cache file")
     return _core.NgramCache.load(os.fspath(path))
+
+
+def check_cache_path(path: PathLike) -> None:
+    """Can a cache be saved at `path`? ValueError saying why not."""
+    check_file_path(path, "n-gram cache")
 
 
 def save_cache(cache: "_core.NgramCache", path: PathLike) -> None:
     """Write `cache` to `path` atomically, safe against another process saving the same file."""
+    check_cache_path(path)
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
@@ -78,6 +87,8 @@ class NgramCacheDrafter(Proposer):
             raise ValueError(f"length must be in 0..max_draft ({max_draft}), got {length}")
         self.static_path = Path(static_path) if static_path is not None else None
         self.dynamic_path = Path(dynamic_path) if dynamic_path is not None else None
+        if self.dynamic_path is not None:  # saved after every generation: a bad path fails now
+            check_cache_path(self.dynamic_path)
         self.max_draft = max_draft
         self.fixed_length = length
         self.thresholds = thresholds if thresholds is not None else _core.NgramDraftThresholds()
