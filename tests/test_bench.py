@@ -214,7 +214,7 @@ def test_a_jsonl_file_is_a_suite(tmp_path: Path) -> None:
     assert sum(p.copy for p in suite) == 3 and len(load_suite(str(holdout), 2)) == 2
     bad = tmp_path / "mine.jsonl"
     bad.write_text('{"id": "a", "instruction": "say hi"}\n{"id": "b"}\n', encoding="utf-8")
-    with pytest.raises(ValueError, match="record 2 needs"):
+    with pytest.raises(ValueError, match="line 2 needs"):
         load_suite(str(bad))
     bad.write_text('{"id": "a",\n', encoding="utf-8")
     with pytest.raises(ValueError, match="line 1 is not valid JSON"):

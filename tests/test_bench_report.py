@@ -16,7 +16,7 @@ import pytest
 
 import pyaccel
 from pyaccel.bench import memory
-from pyaccel.bench.cli import EXIT_REAL_DIFFERENCE, write_outputs
+from pyaccel.bench.cli import EXIT_REAL_DIFFERENCE, EXIT_WRITE_FAILED, write_outputs
 from pyaccel.bench.equality import (
     IDENTICAL,
     NEAR_TIE,
@@ -274,17 +274,42 @@ def test_plot_without_matplotlib_says_what_to_install(monkeypatch: pytest.Monkey
     assert INSTALL_HINT in capsys.readouterr().err
 
 
-def test_a_real_difference_makes_the_exit_status_non_zero(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def _stand_in(tmp_path: Path) -> tuple[SimpleNamespace, BenchConfig]:
+    """What write_outputs reads of a Model (gemma's registry entry, a file standing in for its
+    weights) and the config of a plain + lookup run."""
     spec = load_registry().models["gemma-3-270m"]
     path = tmp_path / spec.file
     path.write_bytes(bytes(16))
     model = SimpleNamespace(name="gemma-3-270m", path=path, registry_spec=spec, n_ctx=1024,
                             backend=SimpleNamespace(n_threads=2))
-    config = BenchConfig(suites=["edit"], methods=parse_methods("plain,lookup"), max_tokens=8)
+    return model, BenchConfig(suites=["edit"], methods=parse_methods("plain,lookup"), max_tokens=8)
+
+
+def test_a_real_difference_makes_the_exit_status_non_zero(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    model, config = _stand_in(tmp_path)
     out = argparse.Namespace(json=str(tmp_path / "b.json"), markdown=str(tmp_path / "b.md"), plot=None)
     assert write_outputs(out, model, config, _results(Equality.NEAR_TIE)) == 0
     assert "differs" not in capsys.readouterr().err
     assert write_outputs(out, model, config, _results(Equality.REAL)) == EXIT_REAL_DIFFERENCE
     err = capsys.readouterr().err
     assert "lookup on edit p1 (round 1): real difference at token 2 (plain's top-2 gap 4.000)" in err
-    assert json.loads(Path(out.json).read_text())["setup"]["model_file"]["sha256"] == spec.sha256
+    assert json.loads(Path(out.json).read_text())["setup"]["model_file"]["sha256"] == model.registry_spec.sha256
+
+
+def test_a_failed_write_is_reported_and_the_rest_still_written(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                               capsys: pytest.CaptureFixture[str]) -> None:
+    model, config = _stand_in(tmp_path)
+
+    def full_disk(*args: object) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr("pyaccel.bench.plot.plot_speedups", full_disk)
+    (tmp_path / "taken").mkdir()  # --json names a folder made after the checks before the run
+    out = argparse.Namespace(json=str(tmp_path / "taken"), markdown=str(tmp_path / "b.md"),
+                             plot=str(tmp_path / "b.png"))
+    assert write_outputs(out, model, config, _results(Equality.REAL)) == EXIT_WRITE_FAILED
+    err = capsys.readouterr().err
+    assert f"could not write --json {tmp_path / 'taken'}" in err
+    assert f"could not write --plot {tmp_path / 'b.png'}: [Errno 28] No space left on device" in err
+    assert "output differs from plain decoding: lookup on edit p1" in err  # still told after the failures
+    assert "| edit | lookup |" in (tmp_path / "b.md").read_text()  # the output that could be written is

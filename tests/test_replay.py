@@ -1,13 +1,22 @@
 """`pyaccel.bench.replay.simulate` against steps worked out by hand: a run that ended with the
 model's end token did not know where its output would end, so its budgets and its last pass
-are the run's, not bounded by the output."""
+are the run's, not bounded by the output. And `python -m pyaccel.bench.replay` end to end on a
+bench run of its own, with the mistakes it refuses."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 
+import pyaccel
 from pyaccel import Draft, Proposer
-from pyaccel.bench.replay import simulate
+from pyaccel.bench.replay import main, recorded_model, recorded_plain, simulate
+from pyaccel.bench.report import bench_setup, report_dict
+from pyaccel.bench.runner import BenchConfig, run_bench
+from pyaccel.bench.runners import parse_methods
+from pyaccel.bench.suites import load_suite
 from pyaccel.types import SamplingConfig
 
 OUTPUT = [10, 11, 12, 13, 14]  # the prefill's token, then four decoded
@@ -83,3 +92,78 @@ def test_a_limit_below_the_output_is_refused() -> None:
 def test_an_empty_output_has_nothing_to_replay() -> None:
     with pytest.raises(ValueError, match="no decode to replay"):
         simulate(Oracle([], 2), [1, 2], [], linear, max_tokens=8)
+
+
+# ---- the command -------------------------------------------------------------------------
+
+
+def _results_file(tmp_path: Path, setup: dict[str, object], prompts: list[dict[str, object]]) -> Path:
+    path = tmp_path / "b.json"
+    path.write_text(json.dumps({"setup": setup, "prompts": prompts}), encoding="utf-8")
+    return path
+
+
+def test_replay_refuses_what_it_cannot_replay_before_loading_a_model(tmp_path: Path,
+                                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    def error(*argv: str) -> str:
+        assert main(list(argv)) == 2
+        return capsys.readouterr().err
+
+    assert f"no results file {tmp_path / 'none.json'}" in error(str(tmp_path / "none.json"))
+    (tmp_path / "x.json").write_text("{", encoding="utf-8")
+    assert "cannot be read as JSON" in error(str(tmp_path / "x.json"))
+    (tmp_path / "x.json").write_text("[]", encoding="utf-8")
+    assert "is not a `pyaccel bench --json` file" in error(str(tmp_path / "x.json"))
+    results = str(_results_file(tmp_path, {"model": "none.gguf", "path": str(tmp_path / "none.gguf"),
+                                           "suites": ["edit"], "max_tokens": 8}, []))
+    assert "--option takes key=value, got 'max_draft'" in error(results, "--option", "max_draft")
+    err = error(results, "--option", "bogus=1")
+    assert "unknown option bogus" in err and "max_draft" in err
+    assert "unknown lookup tuning bogus: choose from" in error(results, "--tuning", "bogus=1")
+    assert "is not on this machine: pass -m MODEL" in error(results)
+
+
+def test_the_recorded_model_is_its_file_else_its_registry_name(tmp_path: Path) -> None:
+    here = tmp_path / "m.gguf"
+    here.write_bytes(bytes(4))
+    gone = str(tmp_path / "gone.gguf")
+    assert recorded_model({"model": "m.gguf", "path": str(here)}) == str(here)
+    assert recorded_model({"model": "gemma-3-270m", "path": gone,
+                           "model_file": {"registry_name": "gemma-3-270m"}}) == "gemma-3-270m"
+    with pytest.raises(ValueError, match="pass -m MODEL"):
+        recorded_model({"model": "gone.gguf", "path": gone, "model_file": {"registry_name": None}})
+
+
+@pytest.mark.model
+def test_replay_runs_on_a_bench_result_with_its_own_model(gemma: pyaccel.Model, tmp_path: Path,
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    """A result as `pyaccel bench --json` writes it (its set-up from the bench's own
+    `bench_setup`) whose plain answer copies 24 tokens of the prompt's code: prompt lookup,
+    replayed, drafts that copy and is accepted."""
+    bp = load_suite("edit", 1)[0]
+    prompt = gemma.tokenize(bp.text)  # gemma has no chat template: the bench gives it the raw text
+    answer = prompt[-40:-16]
+    config = BenchConfig(suites=["edit"], methods=parse_methods("plain,lookup"), max_tokens=len(answer), prompts=1)
+    runs = [{"method": "plain", "speedup": 1.0, "tokens": answer},
+            {"method": "lookup", "speedup": 1.5, "tokens": answer}]
+    data = {"setup": bench_setup(gemma, config),
+            "prompts": [{"suite": bp.suite, "id": bp.id, "prompt_tokens": len(prompt), "runs": runs}]}
+    path = _results_file(tmp_path, data["setup"], data["prompts"])
+
+    (record, tokens, plain), = recorded_plain(data, gemma)  # the prompt as the bench built it
+    assert (tokens, plain, record["max_tokens"]) == (prompt, answer, len(answer))
+    assert main([str(path), "--option", "max_draft=8", "--tuning", "min_seen=3"]) == 0  # no -m: the bench's model
+    first, median = capsys.readouterr().out.splitlines()
+    fields = first.split()
+    assert fields[0] == bp.id and fields[fields.index("measured") + 1] == "1.50x"
+    assert float(fields[fields.index("tau") + 1]) > 2.0 and int(fields[-1]) > 0  # copies drafted and accepted
+    assert median.startswith("median sim ")
+
+    data["prompts"][0]["runs"][0]["tokens"] = answer + [gemma.n_vocab]  # beyond any token of this vocabulary
+    path.write_text(json.dumps(data), encoding="utf-8")
+    assert main([str(path)]) == 2
+    assert f"holds token id {gemma.n_vocab}, beyond {gemma.name}'s vocabulary" in capsys.readouterr().err
+    data["prompts"][0]["runs"][0]["tokens"] = answer
+    data["prompts"][0]["prompt_tokens"] += 1  # tokenized otherwise: another model, or an edited suite
+    with pytest.raises(ValueError, match="makes .* tokens of it, the bench gave"):
+        recorded_plain(data, gemma)

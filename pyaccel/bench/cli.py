@@ -4,23 +4,31 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shlex
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
+from .. import registry
 from ..cli.args import add_heads_arg, add_model_args, open_model
+from ..methods.spec import MethodSpec
 from .runner import BENCH_MAX_TOKENS, BenchConfig, BenchResults, load_prompts, run_bench
-from .runners import parse_methods
+from .runners import PLAIN, check_drafts, parse_methods
 
 if TYPE_CHECKING:
     from ..model import Model
+    from .report import SummaryRow
 
 DEFAULT_METHODS = "plain,lookup,draft"
 # Exit status when a method's output really differs from plain decoding's (usage errors exit 2).
 EXIT_REAL_DIFFERENCE = 1
 # Exit status of a run interrupted by Ctrl-C (the shell's for SIGINT), its finished prompts written.
 EXIT_INTERRUPTED = 130
+# Exit status when --json, --markdown or --plot could not be written after the run (as errors).
+EXIT_WRITE_FAILED = 2
+# The output files and the file extension each suggests.
+OUTPUT_SUFFIX = {"--json": ".json", "--markdown": ".md", "--plot": ".png"}
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -32,13 +40,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="comma-separated name[:key=value,...]: pyaccel methods (plain, lookup, draft, ...) and the "
                         "llama-cpp-python peers llama-plain, llama-lookup; plain is always added "
                         f"(default: {DEFAULT_METHODS})")
-    p.add_argument("--max-tokens", type=int, default=BENCH_MAX_TOKENS)
+    p.add_argument("--max-tokens", type=int, default=BENCH_MAX_TOKENS,
+                   help=f"tokens generated per answer at most, the first one included (default: {BENCH_MAX_TOKENS})")
     p.add_argument("--prompts", type=int, default=None,
                    help="prompts per suite (specbench: per category; default: all of code and edit, "
                         "10 per specbench:CATEGORY, 3 per category of specbench)")
     p.add_argument("--rounds", type=int, default=1, help="times every method runs on every prompt (default 1)")
     p.add_argument("--questions", default=None,
-                   help="Spec-Bench question file (default: ../shared/data/spec_bench_questions.jsonl)")
+                   help="Spec-Bench question file (default: spec_bench_questions.jsonl in ../shared/data, or in the "
+                        "shared/data folder beside the repository)")
     p.add_argument("--json", default=None, metavar="OUT",
                    help="write every per-prompt result, memory per method and the machine and model fingerprints "
                         "to this JSON file")
@@ -58,6 +68,64 @@ def _write(path: str, text: str) -> None:
     out = Path(path)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(text, encoding="utf-8")
+
+
+def check_output_path(flag: str, path: str) -> None:
+    """`path` can be written as a file (it or its missing folders created): checked before a
+    long run, so that no result is lost to a mistyped path after it."""
+    out = Path(path)
+    if out.is_dir() or not out.name or path.endswith(("/", os.sep)):
+        raise ValueError(f"{flag} {path} is a folder: give a file in it (e.g. {out / ('bench' + OUTPUT_SUFFIX[flag])})")
+    folder = out.parent
+    while not folder.exists():  # the nearest folder that exists is where the missing ones are made
+        folder = folder.parent
+    if not folder.is_dir():
+        raise ValueError(f"{flag} {path}: {folder} is a file, not a folder: choose another path")
+    target = out if out.exists() else folder
+    if not os.access(target, os.W_OK if target is out else os.W_OK | os.X_OK):
+        raise ValueError(f"{flag} {path}: no permission to write {target}: choose another path")
+
+
+def check_outputs(args: argparse.Namespace, methods: Sequence[MethodSpec]) -> None:
+    """--json / --markdown / --plot name files that can be written, and --plot has an image
+    format and something to draw: all before the model loads."""
+    for flag in OUTPUT_SUFFIX:
+        path = getattr(args, flag.lstrip("-"))
+        if path:
+            check_output_path(flag, path)
+    if not args.plot:
+        return
+    from .plot import INSTALL_HINT, NOTHING_TO_PLOT, available, check_plot_path
+
+    if not available():
+        raise ValueError(INSTALL_HINT)
+    check_plot_path(Path(args.plot))
+    if not args.oracle and all(m.label == PLAIN for m in methods):
+        raise ValueError(NOTHING_TO_PLOT)
+
+
+def _registry_pair(model: str | None) -> tuple[str, str | None] | None:
+    """The name a Model opened as `model` gets and its registry draft pair, read from the
+    registry without loading (or pulling) it; None where only opening it can tell (an unknown
+    name, a missing file: opening it says what is wrong)."""
+    reg = registry.load_registry()
+    name = model if model is not None else reg.default
+    if not registry.is_local_path(name):
+        return (name, reg.models[name].draft) if name in reg.models else None
+    path = Path(name).expanduser()
+    if not path.is_file():
+        return None
+    spec = registry.spec_for(registry.model_name(name, path), path)
+    return registry.model_name(name, path), spec.draft if spec is not None else None
+
+
+def check_draft_methods(args: argparse.Namespace, methods: Sequence[MethodSpec]) -> None:
+    """Draft methods have a draft model (`runners.check_drafts`), known before the model loads."""
+    if not any(m.name == "draft" for m in methods):
+        return
+    known = _registry_pair(args.model)
+    if known is not None:
+        check_drafts(methods, known[0], known[1], args.draft_model)
 
 
 def _command_line() -> str | None:
@@ -84,14 +152,8 @@ def write_outputs(args: argparse.Namespace, model: "Model", config: BenchConfig,
           f"{config.rounds} round(s); speedup: decode tokens/s over plain's on the same prompt\n")
     print(markdown_table(rows))
     setup = bench_setup(model, config, list(results.memory))
-    if args.json:
-        _write(args.json, json.dumps(report_dict(setup, results), indent=1))
-    if args.markdown:
-        _write(args.markdown, markdown_report(results, setup, _command_line()))
-    if args.plot:
-        from .plot import plot_speedups
-
-        plot_speedups(rows, Path(args.plot), f"{model.name}: speedup over plain")
+    written = _write_files(args, rows, model.name, lambda: report_dict(setup, results),
+                           lambda: markdown_report(results, setup, _command_line()))
     real = real_difference_lines(results)
     for line in real:
         print(f"pyaccel: output differs from plain decoding: {line}", file=sys.stderr)
@@ -99,21 +161,47 @@ def write_outputs(args: argparse.Namespace, model: "Model", config: BenchConfig,
         print(f"pyaccel: bench interrupted: the results above (and any --json / --markdown / --plot) hold "
               f"{len(results.prompts)} of {results.interrupted_of} prompts", file=sys.stderr)
         return EXIT_INTERRUPTED
+    if not written:
+        return EXIT_WRITE_FAILED
     return EXIT_REAL_DIFFERENCE if real else 0
+
+
+def _write_files(args: argparse.Namespace, rows: Sequence["SummaryRow"], model_name: str,
+                 report: Callable[[], dict[str, Any]], markdown: Callable[[], str]) -> bool:
+    """Write --json, --markdown and --plot; a failure is reported and the others still
+    written. Whether all were."""
+    from .plot import plot_speedups
+
+    writers: list[tuple[str, str | None, Callable[[str], None]]] = [
+        ("--json", args.json, lambda path: _write(path, json.dumps(report(), indent=1))),
+        ("--markdown", args.markdown, lambda path: _write(path, markdown())),
+        ("--plot", args.plot, lambda path: plot_speedups(rows, Path(path), f"{model_name}: speedup over plain")),
+    ]
+    ok = True
+    for flag, path, write in writers:
+        if not path:
+            continue
+        try:
+            write(path)
+        except (OSError, ValueError, ImportError) as exc:
+            print(f"pyaccel: could not write {flag} {path}: {exc}", file=sys.stderr)
+            ok = False
+    return ok
 
 
 def command(args: argparse.Namespace) -> int:
     from .costs_report import costs_report
-    from .plot import INSTALL_HINT, available
 
     if not args.costs and not args.suite:
         raise ValueError("no suite given: add --suite code, edit, specbench, specbench:CATEGORY or a .jsonl file (or --costs)")
-    if args.plot and not available():
-        raise ValueError(INSTALL_HINT)  # before the run, not after an hour of it
     config = BenchConfig(suites=args.suite, methods=parse_methods(args.methods), max_tokens=args.max_tokens,
                          prompts=args.prompts, rounds=args.rounds, questions=args.questions, oracle=args.oracle,
                          draft_model=args.draft_model, heads=args.heads)
-    prompts = [] if args.costs else load_prompts(config)  # mistakes show before the model loads
+    # Every mistake shows before the model loads, not after an hour of the run.
+    prompts = [] if args.costs else load_prompts(config)
+    if not args.costs:
+        check_outputs(args, config.methods)
+        check_draft_methods(args, config.methods)
     with open_model(args) as model:
         if args.costs:
             print(costs_report(model, args.draft_model))

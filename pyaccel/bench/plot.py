@@ -13,6 +13,7 @@ from .report import ORACLE, SummaryRow
 from .runners import PLAIN
 
 INSTALL_HINT = "--plot needs matplotlib: pip install 'pyaccel[plot]' (or pip install matplotlib)"
+NOTHING_TO_PLOT = "nothing to plot: the bench ran plain decoding only (add methods to --methods, or --oracle)"
 
 
 def available() -> bool:
@@ -31,6 +32,19 @@ def _pyplot() -> Any:
     return plt
 
 
+def check_plot_path(out: Path) -> None:
+    """`out` names an image format matplotlib writes (by its extension): checked before a
+    long run, since matplotlib would otherwise fail after it, or add .png to a bare name."""
+    from matplotlib.backend_bases import FigureCanvasBase
+
+    formats = sorted(FigureCanvasBase.get_supported_filetypes())
+    suffix = out.suffix.lower().lstrip(".")
+    if suffix not in formats:
+        said = f"its extension .{suffix} is not an image format" if suffix else "it has no file extension"
+        example = out.parent / f"{out.stem or 'speedup'}.png"
+        raise ValueError(f"--plot {out}: {said}; end the name in one of .{', .'.join(formats)} (e.g. {example})")
+
+
 def speedup_grid(rows: Sequence[SummaryRow]) -> tuple[list[str], list[str], list[list[float | None]]]:
     """Suites, methods (plain left out: it is the 1.0 line) and speedups[method][suite] (None: not run)."""
     suites = list(dict.fromkeys(r.suite for r in rows))
@@ -44,7 +58,7 @@ def plot_speedups(rows: Sequence[SummaryRow], out: Path, title: str) -> None:
     plt = _pyplot()
     suites, methods, grid = speedup_grid(rows)
     if not methods:
-        raise ValueError("nothing to plot: the bench ran plain decoding only (add methods to --methods)")
+        raise ValueError(NOTHING_TO_PLOT)
     width = min(0.8 / len(methods), 0.3)
     fig, ax = plt.subplots(figsize=(max(6.0, 1.2 * len(suites) * len(methods) ** 0.5 + 2), 4.0))
     try:

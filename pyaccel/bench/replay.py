@@ -10,7 +10,9 @@ instead of a benchmark hour.
     python -m pyaccel.bench.replay bench-results/edit7.json [--option key=value ...] [--tuning key=value ...]
 
 --option sets a PromptLookup argument (max_draft=32); --tuning a `LookupTuning` or
-`FollowerTuning` field (stats_decay=0.99, min_seen=3).
+`FollowerTuning` field (stats_decay=0.99, min_seen=3). The model (-m) is the one the bench
+ran unless given; the prompts are read again from the bench's suites and given to it as
+the bench gave them.
 """
 
 from __future__ import annotations
@@ -19,17 +21,25 @@ import argparse
 import ast
 import json
 import statistics
+import sys
+from pathlib import Path
 from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from ..defaults import N_CTX
+from ..errors import PyaccelError
+from ..methods import make_method
 from ..methods.base import Proposer
-from ..methods.lookup import LookupTuning, PromptLookup
-from ..methods.spec import parse_value
+from ..methods.lookup import LookupTuning
+from ..methods.spec import MethodSpec, parse_value
 from ..methods.tuning import replace_fields
 from ..model import Model
+from ..registry import is_local_path
 from ..types import Draft, SamplingConfig, StepOutcome
 from .oracle import oracle_speedup
+from .runner import prompt_tokens
+from .runners import PLAIN
 from .suites import load_suite
 
 NO_ROWS = np.zeros((0, 0), dtype=np.float32)  # a replay has no logits to show the proposer
@@ -48,20 +58,65 @@ def accept_path(draft: Draft, future: Sequence[int]) -> list[int]:
     return path
 
 
+def recorded_model(setup: dict[str, Any]) -> str:
+    """The model a bench's `setup` ran: its file where that is still on this machine, else its
+    registry name."""
+    path = setup.get("path")
+    if path and Path(path).is_file():
+        return str(path)
+    name = (setup.get("model_file") or {}).get("registry_name") or setup.get("model")
+    if not name or is_local_path(name):
+        raise ValueError(f"the model the bench ran ({path or name}) is not on this machine: pass -m MODEL "
+                         "(the same model, or one with its tokenizer)")
+    return str(name)
+
+
+def _suite_texts(setup: dict[str, Any]) -> dict[tuple[str, str], str]:
+    """(suite, prompt id) -> the prompt's text, read again from the suites the bench ran."""
+    texts = {}
+    for suite in setup["suites"]:
+        try:
+            prompts = load_suite(suite, setup.get("prompts"), setup.get("questions"))
+        except (ValueError, FileNotFoundError) as exc:
+            raise ValueError(f"the bench's suite {suite!r} cannot be read again ({exc}): replay reads each "
+                             "prompt's text from its suite (run it from the folder the bench ran in)") from None
+        texts.update({(p.suite, p.id): p.text for p in prompts})
+    return texts
+
+
+def _check_tokens(record: dict[str, Any], prompt: list[int], plain: list[int], model: Model, ran: str) -> None:
+    """The recorded tokens fit `model`'s vocabulary and its prompt tokens are the bench's (as
+    many): else the replay would not be of the run recorded (or would crash in the core).
+    `ran` names the model the bench ran."""
+    where = f"prompt {record['suite']} {record['id']}"
+    highest = max(plain, default=0)
+    if highest >= model.n_vocab:
+        raise ValueError(f"{where}: the bench's output holds token id {highest}, beyond {model.name}'s vocabulary "
+                         f"of {model.n_vocab}: replay with the model the bench ran ({ran}: leave -m out)")
+    recorded = record.get("prompt_tokens")
+    if recorded is not None and recorded != len(prompt):
+        raise ValueError(f"{where}: {model.name} makes {len(prompt)} tokens of it, the bench gave {recorded}: replay "
+                         f"with the model the bench ran ({ran}: leave -m out) and the suite files it read")
+
+
 def recorded_plain(data: dict[str, Any], model: Model) -> list[tuple[dict[str, Any], list[int], list[int]]]:
     """Per prompt of a `pyaccel bench --json` result (`data`): its record, its prompt tokens
-    (the suite text in `model`'s chat template, as the bench gave it) and plain decoding's
-    output tokens (the first plain run). Each record carries the run's token limit
+    (the suite text as the bench gave it to `model`: `runner.prompt_tokens`) and plain
+    decoding's output tokens (the first plain run). Each record carries the run's token limit
     (`max_tokens`, for `simulate`). Prompts whose answer ended at its first token are left
     out: there is no decode to replay (the bench leaves them out of its speeds too)."""
-    texts = {p.id: p.text for s in data["setup"]["suites"] for p in load_suite(s, None, None)}
+    texts = _suite_texts(data["setup"])
     limit = data["setup"]["max_tokens"]
     out = []
     for p in data["prompts"]:
-        plain = next(r for r in p["runs"] if r["method"] == "plain")["tokens"]
+        plain = next((r["tokens"] for r in p["runs"] if r["method"] == PLAIN), None)
+        if (p["suite"], p["id"]) not in texts or plain is None:
+            raise ValueError(f"prompt {p['suite']} {p['id']}: "
+                             + ("no plain run recorded" if plain is None else "not in its suite any more"))
         if plain:
-            out.append(({**p, "max_tokens": limit}, model.chat_prompt([{"role": "user", "content": texts[p["id"]]}]),
-                        plain))
+            prompt = prompt_tokens(model, texts[p["suite"], p["id"]])
+            _check_tokens(p, prompt, plain, model, str(data["setup"].get("model")))
+            out.append(({**p, "max_tokens": limit}, prompt, plain))
     return out
 
 
@@ -106,36 +161,88 @@ def simulate(proposer: Proposer, prompt: list[int], output: list[int], rel: Call
             "drafted": drafted, "steps": steps}
 
 
-def _pairs(items: list[str]) -> dict[str, Any]:
+def _pairs(items: Sequence[str], flag: str) -> dict[str, Any]:
+    bad = [o for o in items if "=" not in o]
+    if bad:
+        raise ValueError(f"{flag} takes key=value, got {bad[0]!r}")
     return {k.strip(): parse_value(v.strip()) for k, v in (o.split("=", 1) for o in items)}
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("results", help="a pyaccel bench --json file with plain runs")
-    ap.add_argument("-m", "--model", default="qwen2.5-coder-1.5b-instruct")
-    ap.add_argument("--option", action="append", default=[], help="PromptLookup argument key=value")
-    ap.add_argument("--tuning", action="append", default=[], help="LookupTuning / FollowerTuning field key=value")
-    args = ap.parse_args()
-    data = json.loads(open(args.results, encoding="utf-8").read())
-    model = Model(args.model, n_ctx=4096)
-    rel = model.costs.relative_at  # the curve at a context depth
-    values = ((k, ast.literal_eval(str(v)) if isinstance(v, str) else v) for k, v in _pairs(args.tuning).items())
+def _literal(value: Any) -> Any:
+    """A --tuning value: a Python literal (lists become tuples: tuning fields are frozen), else as given."""
+    if isinstance(value, str):
+        try:
+            value = ast.literal_eval(value)
+        except (ValueError, SyntaxError):
+            return value
+    return tuple(value) if isinstance(value, list) else value
+
+
+def lookup_proposer(options: Sequence[str], tunings: Sequence[str]) -> Proposer:
+    """PromptLookup with --option arguments and --tuning fields (an unknown name lists the known)."""
     tuning = replace_fields(LookupTuning(), "lookup tuning",
-                            **{k: (tuple(v) if isinstance(v, list) else v) for k, v in values})
-    ratios = []
-    proposer = PromptLookup(tuning=tuning, **_pairs(args.option))
+                            **{k: _literal(v) for k, v in _pairs(tunings, "--tuning").items()})
+    return make_method(MethodSpec("lookup", "lookup", {**_pairs(options, "--option"), "tuning": tuning}))
+
+
+def read_results(path: str) -> dict[str, Any]:
+    """A `pyaccel bench --json` file, checked to be one."""
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise FileNotFoundError(f"no results file {path}: give a file `pyaccel bench --json` wrote") from None
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise ValueError(f"{path} cannot be read as JSON ({exc}): give a file `pyaccel bench --json` wrote") from None
+    setup = data.get("setup") if isinstance(data, dict) else None
+    if not isinstance(setup, dict) or not all(k in setup for k in ("suites", "max_tokens")) or "prompts" not in data:
+        raise ValueError(f"{path} is not a `pyaccel bench --json` file (no setup with suites and max_tokens, "
+                         "or no prompts)")
+    return data
+
+
+def replay(data: dict[str, Any], model: Model, proposer: Proposer) -> list[str]:
+    """One line per prompt of `data` replayed (simulated speedup, tau, the oracle bound, the
+    measured lookup speedup) and a line of medians."""
+    recorded = recorded_plain(data, model)  # checked before the cost curve, which may be measured
+    if not recorded:
+        raise ValueError("no prompt of the results has a plain answer past its first token: nothing to replay")
+    rel = model.costs.relative_at  # the curve at a context depth
     proposer.bind(model)  # the model's cost model and sequence limit
-    for p, prompt, plain in recorded_plain(data, model):
+    lines, sims, ratios = [], [], []
+    for p, prompt, plain in recorded:
         sim = simulate(proposer, prompt, plain, rel, max_tokens=p["max_tokens"])
         bound = oracle_speedup(prompt, plain, rel)
-        measured = next((r["speedup"] for r in p["runs"] if r["method"] == "lookup"), float("nan"))
+        measured = next((r["speedup"] for r in p["runs"] if r["method"] == "lookup"), None)
+        sims.append(sim["speedup"])
         ratios.append(sim["speedup"] / bound)
-        print(f"{p['id']:34s} sim {sim['speedup']:.2f}x tau {sim['tau']:.2f} oracle {bound:.2f}x "
-              f"of-oracle {sim['speedup'] / bound:.2f} measured {measured:.2f}x drafted {sim['drafted']}")
-        p["sim"] = sim["speedup"]
-    print(f"median sim {statistics.median(p['sim'] for p in data['prompts']):.2f}x, "
-          f"median of oracle {statistics.median(ratios):.2f}")
+        lines.append(f"{p['id']:34s} sim {sim['speedup']:.2f}x tau {sim['tau']:.2f} oracle {bound:.2f}x "
+                     f"of-oracle {sim['speedup'] / bound:.2f} measured {_speedup(measured)} drafted {sim['drafted']}")
+    lines.append(f"median sim {statistics.median(sims):.2f}x, median of oracle {statistics.median(ratios):.2f}")
+    return lines
+
+
+def _speedup(value: float | None) -> str:
+    return f"{value:.2f}x" if value is not None else "-"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m pyaccel.bench.replay", description=__doc__.splitlines()[0])
+    ap.add_argument("results", help="a pyaccel bench --json file with plain runs")
+    ap.add_argument("-m", "--model", default=None,
+                    help="registry name or .gguf path (default: the model the bench ran, its setup.model)")
+    ap.add_argument("--option", action="append", default=[], help="PromptLookup argument key=value")
+    ap.add_argument("--tuning", action="append", default=[], help="LookupTuning / FollowerTuning field key=value")
+    args = ap.parse_args(argv)
+    try:
+        data = read_results(args.results)
+        proposer = lookup_proposer(args.option, args.tuning)
+        name = args.model if args.model is not None else recorded_model(data["setup"])
+        with Model(name, n_ctx=data["setup"].get("n_ctx", N_CTX)) as model:
+            for line in replay(data, model, proposer):
+                print(line)
+    except (PyaccelError, ValueError, FileNotFoundError) as exc:
+        print(f"{ap.prog}: error: {exc}", file=sys.stderr)
+        return 2
     return 0
 
 

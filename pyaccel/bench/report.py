@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import statistics
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
 from .equality import NEAR_TIE, Equality
@@ -166,13 +167,15 @@ def markdown_report(results: BenchResults, setup: dict[str, Any], command: str |
 
 
 def bench_setup(model: "Model", config: BenchConfig, methods: Sequence[str] = ()) -> dict[str, Any]:
-    """The set-up of a run: model and machine fingerprints, threads, context, budget, suites, and
-    the methods (default: those of `config`; give the labels run when proposers were added)."""
+    """The set-up of a run: model and machine fingerprints, threads, context, budget, suites (with
+    --prompts and --questions, to read them again: `replay`), and the methods (default: those of `config`; give the labels run when proposers were added)."""
     from .fingerprint import machine_fingerprint, model_fingerprint
 
     return {"model": model.name, "path": str(model.path), "model_file": model_fingerprint(model),
             "machine": machine_fingerprint(), "n_ctx": model.n_ctx, "n_threads": model.backend.n_threads,
             "max_tokens": config.max_tokens, "rounds": config.rounds, "suites": list(config.suites),
+            "prompts": config.prompts,
+            "questions": str(Path(config.questions).resolve()) if config.questions else None,
             "methods": list(methods) or [m.label for m in config.methods]}
 
 

@@ -110,10 +110,16 @@ def _chat_tokens(model: "Model", text: str, templated: bool) -> list[int]:
     return model.tokenize(text)
 
 
-def _has_chat_template(model: "Model") -> bool:
+def has_chat_template(model: "Model") -> bool:
     """Does the GGUF file ship a chat template? (Without one the suites' texts are given
     raw, as to a base model, not in a built-in turn format.)"""
     return model.backend.chat_template is not None
+
+
+def prompt_tokens(model: "Model", text: str) -> list[int]:
+    """The tokens the bench gives `model` for a suite's prompt `text`: one user turn of its
+    chat template, or the raw text where it has none (`has_chat_template`)."""
+    return _chat_tokens(model, text, has_chat_template(model))
 
 
 def _measure_round(model: "Model", runners: Sequence[Runner], prompt: list[int], max_tokens: int, rnd: int,
@@ -221,7 +227,7 @@ def run_bench(model: "Model", config: BenchConfig, stream: TextIO | None = sys.s
     `proposers` adds methods of your own: label -> a function making a fresh Proposer."""
     prompts = load_prompts(config) if prompts is None else prompts
     log = _Log(stream)
-    templated = _has_chat_template(model)
+    templated = has_chat_template(model)
     if not templated:
         log(f"{model.name} has no chat template: prompts are given as raw text")
     curve = _oracle_curve(model) if config.oracle else None

@@ -6,9 +6,10 @@ first generated token to the last), so prefill speed does not blur the compariso
 
 from __future__ import annotations
 
+import inspect
 from dataclasses import dataclass
 from time import perf_counter
-from typing import TYPE_CHECKING, Any, Callable, Protocol
+from typing import TYPE_CHECKING, Any, Callable, Protocol, Sequence
 
 from ..generator import Generator
 from ..methods import make_method, method_names
@@ -32,6 +33,8 @@ def parse_methods(text: str) -> list[MethodSpec]:
     for m in out:
         if m.name not in known:
             raise ValueError(f"unknown method {m.name!r} in --methods: choose from {', '.join(known)}")
+        if m.name in PEERS:
+            check_peer_options(m)
     if PLAIN not in [m.label for m in out]:
         out.insert(0, MethodSpec(PLAIN, PLAIN))
     return out
@@ -129,21 +132,44 @@ class LlamaRunner:
         self.llm.close()
 
 
-def _make_peer(spec: MethodSpec, model: "Model") -> LlamaRunner:
+def _peer_drafter() -> Any:
     # pyaccel itself reaches llama.cpp only through pyaccel.backend; this is the benchmark's
     # comparison with llama-cpp-python's own API, so it imports llama_cpp here, lazily.
-    import llama_cpp
     from llama_cpp.llama_speculative import LlamaPromptLookupDecoding
 
+    return LlamaPromptLookupDecoding
+
+
+def check_peer_options(spec: MethodSpec) -> None:
+    """The options of a llama-cpp-python peer are its drafter's arguments (llama-lookup) or
+    none (llama-plain): any other is an error that lists the valid ones."""
+    valid = [] if spec.name != "llama-lookup" else [
+        name for name in inspect.signature(_peer_drafter()).parameters if name != "self"]
+    unknown = sorted(set(spec.options) - set(valid))
+    if unknown:
+        takes = f"its options are {', '.join(valid)}" if valid else "it takes no options"
+        raise ValueError(f"method {spec.name!r}: unknown option {', '.join(unknown)} in {spec.label!r}; {takes}")
+
+
+def _make_peer(spec: MethodSpec, model: "Model") -> LlamaRunner:
+    import llama_cpp
+
+    check_peer_options(spec)
     threads = model.backend.n_threads
     kwargs: dict[str, Any] = dict(n_ctx=model.n_ctx, n_threads=threads, n_threads_batch=threads,
                                   n_gpu_layers=model.backend.config.n_gpu_layers, verbose=False)
     if spec.name == "llama-lookup":
-        drafter = LlamaPromptLookupDecoding(**{**PEER_LOOKUP_DEFAULTS, **spec.options})
-        kwargs.update(draft_model=drafter, logits_all=True)
-    elif spec.options:
-        raise ValueError(f"llama-plain takes no options, got {spec.label!r}")
+        kwargs.update(draft_model=_peer_drafter()(**{**PEER_LOOKUP_DEFAULTS, **spec.options}), logits_all=True)
     return LlamaRunner(spec.label, llama_cpp.Llama(str(model.path), **kwargs), model)
+
+
+def check_drafts(methods: Sequence[MethodSpec], model_name: str, pair: str | None, draft_model: str | None) -> None:
+    """Every draft method has a draft model: its own `draft=` option, --draft-model
+    (`draft_model`) or the registry's pair of the target (`pair`)."""
+    for spec in methods:
+        if spec.name == "draft" and spec.options.get("draft") is None and draft_model is None and pair is None:
+            raise ValueError(f"{model_name!r} has no registry draft model: pass --draft-model NAME_OR_PATH (or "
+                             f"write draft:draft=NAME_OR_PATH in --methods), or leave {spec.label} out of --methods")
 
 
 def make_runner(spec: MethodSpec, model: "Model", draft_model: str | None = None, heads: str | None = None) -> Runner:
@@ -153,12 +179,10 @@ def make_runner(spec: MethodSpec, model: "Model", draft_model: str | None = None
         return _make_peer(spec, model)
     options = dict(spec.options)
     if spec.name == "draft":
+        check_drafts([spec], model.name, model.registry_spec.draft if model.registry_spec is not None else None,
+                     draft_model)
         if draft_model is not None:
             options.setdefault("draft", draft_model)
-        pair = model.registry_spec.draft if model.registry_spec is not None else None
-        if options.get("draft") is None and pair is None:
-            raise ValueError(f"{model.name!r} has no registry draft model: pass --draft-model NAME_OR_PATH "
-                             "(or write draft:draft=NAME_OR_PATH in --methods), or leave draft out of --methods")
     if spec.name == "medusa" and heads is not None:
         options.setdefault("heads", heads)
     return PyaccelRunner(spec.label, model, Generator(model, make_method(MethodSpec(spec.label, spec.name, options))))

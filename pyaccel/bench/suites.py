@@ -13,7 +13,7 @@ import os
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterator, Sequence
 
 SHIPPED_SUITES = ("code", "edit")
 SPECBENCH = "specbench"
@@ -21,6 +21,9 @@ SPECBENCH = "specbench"
 SPECBENCH_PER_CATEGORY = 10
 SPECBENCH_MIXED_PER_CATEGORY = 3
 QUESTIONS_FILE = "spec_bench_questions.jsonl"
+USER_FIELDS = ("id", "instruction")  # of each line of a .jsonl suite
+QUESTION_FIELDS = ("category", "turns")  # of each line of the Spec-Bench question file
+JSON_KINDS = {int: "number", float: "number", str: "string", list: "array", bool: "boolean", type(None): "null"}
 
 
 @dataclass(frozen=True)
@@ -34,15 +37,46 @@ class BenchPrompt:
     source: str = ""
 
 
-def _read_jsonl(lines: Iterator[str], where: str) -> list[dict[str, Any]]:
+def _read_jsonl(lines: Iterator[str], where: str, required: tuple[str, ...] = ()) -> list[dict[str, Any]]:
+    """The JSON objects of `lines` (blank lines skipped), each holding the `required` fields;
+    a mistake is an error that names `where` and the line."""
     records = []
     for n, line in enumerate(lines, 1):
         if not line.strip():
             continue
         try:
-            records.append(json.loads(line))
+            rec = json.loads(line)
         except ValueError as exc:
             raise ValueError(f"{where} line {n} is not valid JSON ({exc}): fix or remove that line") from None
+        records.append(_checked(rec, f"{where} line {n}", required))
+    return records
+
+
+def _checked(rec: Any, where: str, required: tuple[str, ...]) -> dict[str, Any]:
+    if not isinstance(rec, dict):
+        kind = JSON_KINDS.get(type(rec), "value")
+        raise ValueError(f"{where} is a JSON {kind}, not an object: write one object a line, "
+                         f"with {_fields(required) or 'named fields'}")
+    missing = [k for k in required if k not in rec]
+    if missing:
+        raise ValueError(f"{where} needs {_fields(required)} fields (it has no {_fields(missing)})")
+    return rec
+
+
+def _fields(names: Sequence[str]) -> str:
+    return " and ".join(f'"{k}"' for k in names)
+
+
+def _read_file(path: Path, required: tuple[str, ...]) -> list[dict[str, Any]]:
+    """The records of a JSON-lines file of the user's (`_read_jsonl`); one with none, or not
+    UTF-8 text, is an error that names it."""
+    try:
+        with path.open("r", encoding="utf-8") as f:
+            records = _read_jsonl(iter(f), str(path), required)
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"{path} is not UTF-8 text ({exc.reason} at byte {exc.start}): save it as UTF-8") from None
+    if not records:
+        raise ValueError(f"{path} holds no prompts: write one JSON object a line, with {_fields(required)}")
     return records
 
 
@@ -71,35 +105,37 @@ def _prompts(suite: str, records: list[dict[str, Any]]) -> list[BenchPrompt]:
 def _user_file(path: Path, limit: int | None) -> list[BenchPrompt]:
     """A suite of the user's own: JSON lines with "id" and "instruction" (and optionally
     "code", appended as a code block in "lang", Python by default, and "copy")."""
-    with path.open("r", encoding="utf-8") as f:
-        records = _read_jsonl(iter(f), str(path))[:limit]
-    for n, rec in enumerate(records, 1):
-        if "id" not in rec or "instruction" not in rec:
-            raise ValueError(f"{path} record {n} needs \"id\" and \"instruction\" fields")
-    return _prompts(path.stem, records)
+    return _prompts(path.stem, _read_file(path, USER_FIELDS)[:limit])
+
+
+def question_dirs() -> list[Path]:
+    """Where the Spec-Bench question file is looked for: the `shared/data` folder beside the
+    current directory (`../shared/data`) and the one beside the repository pyaccel runs from
+    (for a checkout at /work/main: /work/shared/data), whatever the current directory."""
+    repository = Path(__file__).resolve().parents[2]  # pyaccel/bench/suites.py -> the checkout
+    return list(dict.fromkeys(base.parent / "shared" / "data" for base in (Path.cwd(), repository)))
 
 
 def find_questions(explicit: str | os.PathLike[str] | None = None) -> Path:
-    """The Spec-Bench question file: `explicit`, or ../shared/data/ beside the cwd or the repository."""
+    """The Spec-Bench question file: `explicit`, or the first in `question_dirs()`."""
     if explicit is not None:
         path = Path(explicit)
         if not path.is_file():
             raise FileNotFoundError(f"no Spec-Bench question file at {path}: check --questions")
         return path
-    repo = Path(__file__).resolve().parent.parent
-    for base in (Path.cwd(), repo):
-        path = base.parent / "shared" / "data" / QUESTIONS_FILE
+    dirs = question_dirs()
+    for folder in dirs:
+        path = folder / QUESTIONS_FILE
         if path.is_file():
             return path
     raise FileNotFoundError(
-        f"Spec-Bench questions ({QUESTIONS_FILE}) not found in ../shared/data: pass --questions PATH "
+        f"Spec-Bench questions ({QUESTIONS_FILE}) not found in {' or '.join(map(str, dirs))}: pass --questions PATH "
         "(the file of the Spec-Bench repository, one JSON object with 'category' and 'turns' a line)"
     )
 
 
 def _specbench(category: str | None, limit: int | None, questions: Path) -> list[BenchPrompt]:
-    with questions.open("r", encoding="utf-8") as f:
-        records = _read_jsonl(iter(f), str(questions))
+    records = _read_file(questions, QUESTION_FIELDS)
     by_cat: dict[str, list[dict[str, Any]]] = {}
     for rec in records:
         by_cat.setdefault(str(rec["category"]), []).append(rec)
