@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import random
 from types import SimpleNamespace
+from typing import Callable
 
 import numpy as np
 
 from pyaccel import _core
 from pyaccel.cost_model import CostModel
 from pyaccel.methods.lookup import PromptLookup
-from pyaccel.methods.lookup.named import NamedWords, block_openings, hazard_factors, hazard_starts
+from pyaccel.methods.lookup.named import NamedWords, block_openings, hazard_factors, hazard_starts, respelled
 from pyaccel.methods.lookup.proposer import LookupTuning
 from pyaccel.methods.lookup.rewrites import FRESH, IN_LINE, OPENING, CopyFollower, FollowerTuning
 from pyaccel.types import SamplingConfig
@@ -159,7 +160,7 @@ def _lookup(vocab: dict[int, bytes] = VOCAB, **tuning: object) -> PromptLookup:
     """Prompt lookup bound to a stand-in target: `vocab`'s pieces and a compute-bound curve."""
     curve = CostModel.fixed([1.0 + 0.45 * b for b in range(64)])  # compute-bound: a wrong token costs
     method = PromptLookup(tuning=LookupTuning(**tuning))  # type: ignore[arg-type]
-    backend = SimpleNamespace(n_seq_max=4, token_bytes=vocab.__getitem__)
+    backend = SimpleNamespace(n_seq_max=4, token_bytes=vocab.__getitem__, tokenize=_tokenize(vocab))
     method.bind(SimpleNamespace(backend=backend, costs=curve))  # type: ignore[arg-type]
     return method
 
@@ -333,3 +334,50 @@ def test_a_named_occurrence_is_scored_whole() -> None:
             if not ok:
                 break
         assert stats.named == want, outcomes
+
+
+def test_a_rename_is_recorded_only_when_the_edit_shows_the_whole_names() -> None:
+    text = b"Rename `delims` to `delimiter_counts` and `quotes` to `quote_counts`.\n```python\n" + \
+        b"def f(data, delimiters):\n    quotes = delims = 0\n    return quotes, delims, quotes, delims\n```"
+    named = NamedWords([text])
+    # "delimiters" -> "delimiter_counts" also turns "quotes" into "quote_counts" once the
+    # common ends are gone: the name is resolved (a hazard), but no rename is recorded.
+    assert named.resolve(b" delimiters", b" delimiter_counts")
+    assert named.renames == {}
+    assert named.resolve(b" delims", b" delimiter_counts")
+    assert named.renames == {b"delims": b"delimiter_counts"}
+    assert respelled(b"(delims) delims_x delims", b"delims", b"d") == b"(d) delims_x d"
+
+
+# Names glued to the text before them: the renamed name's tokens differ from the old one's
+# beyond the name itself, at every kind of glue.
+GLUED = {50: b"(old", 51: b".old", 52: b"[old"}
+GLUE_VOCAB = {**VOCAB, **GLUED, 53: b"(", 54: b".", 55: b"[", 56: b"new", 57: b"_"}
+
+
+def _tokenize(vocab: dict[int, bytes]) -> Callable[..., list[int]]:
+    """Greedy longest-match tokenization over `vocab` (a stand-in for the model's)."""
+    by_piece = {v: k for k, v in vocab.items()}
+
+    def tokenize(text: str, **_: bool) -> list[int]:
+        data, out = text.encode(), []
+        while data:
+            piece = max((p for p in by_piece if data.startswith(p)), key=len)
+            out.append(by_piece[piece])
+            data = data[len(piece):]
+        return out
+    return tokenize
+
+
+def test_a_quoted_rename_respelled_in_context_costs_less() -> None:
+    rng = random.Random(11)
+    for _ in range(3):
+        source = [t if t != OLD or rng.random() < 0.4 else rng.choice(list(GLUED)) for t in _source(rng, 300)]
+        glued_new = {t: tuple(_tokenize(GLUE_VOCAB)(GLUE_VOCAB[t][:1].decode() + "new_name")) for t in GLUED}
+        output = [t for s in source for t in (NEW if s == OLD else glued_new.get(s, (s,)))]
+        prompt = [4] + source + [0]
+        costs = []
+        for respell in (False, True):
+            method = _lookup(GLUE_VOCAB, respell_renames=respell)
+            costs.append(_cost(method, prompt, output))
+        assert costs[1] < costs[0], costs

@@ -95,7 +95,7 @@ class NamedWords:
                 quoted.append(text[a:b])
         outside: dict[bytes, list[tuple[int, int]]] = {w: [] for w in quoted}
         for w in quoted:
-            for m in re.finditer(rb"(?<!\w)" + re.escape(w) + rb"(?!\w)", text):
+            for m in re.finditer(_whole_word(w), text):
                 if not _inside(m.start(), spans):
                     outside[w].append((m.start(), m.end()))
         self.quoted = quoted
@@ -104,13 +104,16 @@ class NamedWords:
         # occ[i]: the named occurrence prompt token i belongs to (-1: none); owner[o]: its word.
         self._occ = np.full(len(pieces), -1, dtype=np.int64)
         self._owner: list[bytes] = []
+        self._spans: list[tuple[int, int]] = []  # per occurrence: its first and last prompt token
         for w in self.renamed:
             for a, b in outside[w]:
                 first = int(np.searchsorted(starts, a, side="right")) - 1
                 last = int(np.searchsorted(starts, b, side="left")) - 1
                 self._occ[first:last + 1] = len(self._owner)
                 self._owner.append(w)
+                self._spans.append((first, last))
         self._resolved: set[bytes] = set()
+        self.renames: dict[bytes, bytes] = {}  # quoted name -> the quoted name an edit turned it into
 
     @property
     def any(self) -> bool:
@@ -138,6 +141,7 @@ class NamedWords:
     def resolve(self, a: bytes, b: bytes) -> bool:
         """Is an edit of source bytes a into output bytes b one that turns a quoted name into
         another? If so, the name it changes is resolved (see `keep_resolved`)."""
+        whole_a, whole_b = a, b
         a, b = _strip_common(a, b)
         if not a and not b:
             return False
@@ -147,7 +151,26 @@ class NamedWords:
                 if x != y and _edit_turns(a, b, x, y):
                     self._resolved.add(x)
                     hit = True
+                    if _holds_word(whole_a, x) and _holds_word(whole_b, y):  # the whole name, not a part alike
+                        self.renames.setdefault(x, y)
         return hit
+
+    def occurrences(self, word: bytes) -> list[tuple[int, int]]:
+        """The first and last prompt token of each named occurrence of `word`."""
+        return [span for span, owner in zip(self._spans, self._owner) if owner == word]
+
+
+def _whole_word(word: bytes) -> bytes:
+    return rb"(?<!\w)" + re.escape(word) + rb"(?!\w)"
+
+
+def _holds_word(text: bytes, word: bytes) -> bool:
+    return re.search(_whole_word(word), text) is not None
+
+
+def respelled(text: bytes, old: bytes, new: bytes) -> bytes:
+    """`text` with every whole-word `old` written `new`."""
+    return re.sub(_whole_word(old), lambda m: new, text)
 
 
 def hazard_starts(occ: np.ndarray, parents: np.ndarray) -> np.ndarray:

@@ -35,7 +35,7 @@ from ...types import Draft, SamplingConfig
 from ..candidate import Candidate
 from ..base import Proposer
 from ..shadow import ShadowScorer
-from .named import NamedWords, block_openings, hazard_factors, hazard_starts
+from .named import NamedWords, block_openings, hazard_factors, hazard_starts, respelled
 from .boundaries import ProseBoundaries
 from .rewrites import FRESH, N_RELATIONS, CopyFollower, FollowerTuning
 
@@ -100,6 +100,11 @@ class LookupTuning:
     # from named_prior_edited after (drafted with the edit applied; the output may still
     # keep the name at some occurrences). hazard_after_edit=False: none after.
     quoted_edits: bool = True
+    # Once the output has turned one quoted name into another, every occurrence of the old
+    # name is respelled in its context and re-tokenized, and drafted so: a name that
+    # shares a token with the text around it (`(timer`, `orders_by`) changes its tokens
+    # beyond the name's own, which no edit learnt from other occurrences would cover.
+    respell_renames: bool = True
     named_hazard: bool = True
     named_prior: float = 0.3
     named_prior_edited: float = 0.8
@@ -301,6 +306,8 @@ class PromptLookup(Proposer):
             raise ValueError(f"need 1 <= n_min <= n_max, got n_min={n_min}, n_max={n_max}")
         if max_draft < 1 or max_candidates < 1:
             raise ValueError("max_draft and max_candidates must be >= 1")
+        if length is not None and not 0 <= length <= max_draft:
+            raise ValueError(f"length must be in 0..max_draft ({max_draft}), got {length}")
         self.n_min, self.n_max = n_min, n_max
         self.max_draft = max_draft
         self.max_candidates = max_candidates
@@ -310,13 +317,16 @@ class PromptLookup(Proposer):
         self.tuning.validate()
         self._costs = costs
         self._piece: Callable[[int], bytes] | None = None  # a token's text, once bound
+        self._tokenize: Callable[[str], list[int]] | None = None  # text to tokens (no BOS), once bound
         self._named: NamedWords | None = None
         self._n_seq_max = max_candidates
         self._stats = _Hazard(self.tuning)
         self._steps = self._drafting_steps = 0
 
     def bind(self, target: "Model") -> None:
-        self._piece = target.backend.token_bytes
+        backend = target.backend
+        self._piece = backend.token_bytes
+        self._tokenize = lambda text: backend.tokenize(text, add_special=False, parse_special=False)
         self._n_seq_max = target.backend.n_seq_max
         if self.fixed_length is None and self._costs is None:
             self._costs = target.costs
@@ -329,6 +339,8 @@ class PromptLookup(Proposer):
         self._shadows = ShadowScorer()
         # What the prompt's text says about copies (read only where the vocabulary is known).
         pieces = [self._piece(t) for t in prompt] if self._piece is not None else None
+        self._prompt, self._pieces = prompt, pieces
+        self._respelled: set[bytes] = set()
         self._named = self._quoted_names(pieces)
         named_edit = None
         if self._named is not None and self.tuning.quoted_edits:
@@ -352,7 +364,28 @@ class PromptLookup(Proposer):
 
     def _named_edit(self, src: tuple[int, ...], out: tuple[int, ...]) -> bool:
         assert self._named is not None and self._piece is not None
-        return self._named.resolve(b"".join(map(self._piece, src)), b"".join(map(self._piece, out)))
+        hit = self._named.resolve(b"".join(map(self._piece, src)), b"".join(map(self._piece, out)))
+        if hit and self.tuning.respell_renames:
+            self._respell_renamed()
+        return hit
+
+    def _respell_renamed(self) -> None:
+        """Trust, for each prompt occurrence of a name the output has renamed, its tokens
+        respelled with the new name and re-tokenized (`CopyFollower.trust`)."""
+        assert self._named is not None and self._pieces is not None
+        if self._tokenize is None:
+            return
+        for old, new in self._named.renames.items():
+            if old in self._respelled:
+                continue
+            self._respelled.add(old)
+            for first, last in self._named.occurrences(old):
+                text = b"".join(self._pieces[first:last + 1])
+                try:
+                    spelt = respelled(text, old, new).decode("utf-8")
+                except UnicodeDecodeError:  # the span cuts a character: leave it to learnt edits
+                    continue
+                self._follower.trust(tuple(self._prompt[first:last + 1]), tuple(self._tokenize(spelt)))
 
     # ---- drafting ------------------------------------------------------------------------
 

@@ -137,6 +137,16 @@ class CopyFollower:
         self._firsts: set[int] = set()  # first source tokens of the learnt edits
         self._length = 0  # of the stream at the last `follow`
 
+    def trust(self, src: tuple[int, ...], out: tuple[int, ...]) -> None:
+        """An edit known before the output makes it here (a quoted rename, respelled where a
+        name shares its tokens with the text around it): drafted at once, dropped as any
+        learnt edit is when the output does otherwise. An edit already learnt stays."""
+        if not src or src in self.rewrites or len(self.rewrites) >= self.tuning.max_rewrites:
+            return
+        self.rewrites[src] = out
+        self._firsts.add(src[0])
+        self.seen[src] = self.tuning.min_seen
+
     def _strong(self, copied: int) -> bool:
         return copied >= self.tuning.strong_run
 
