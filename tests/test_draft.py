@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 
 import pytest
@@ -85,3 +86,19 @@ def test_sampling_distribution_is_the_targets(qwen: pyaccel.Model, qwen_draft: p
     assert sum(observed.values()) > 120
     p = target_distribution(qwen, prompt + [first], **sampling)
     assert chi_square_pvalue(observed, p) > 1e-3
+
+
+def test_a_draft_model_with_a_smaller_context_drafts_within_it(gemma_path: Path) -> None:
+    """Past the draft's own context nothing is drafted: no failure, the target's output."""
+    with pyaccel.Model(gemma_path, n_ctx=512, n_threads=1) as target, \
+            pyaccel.Model(gemma_path, n_ctx=256, n_threads=1) as small:
+        with pytest.warns(UserWarning, match="smaller than the target's"):
+            gen = pyaccel.Generator(target, DraftModel(small, length=4))
+        prompt = target.tokenize("one two three four " * 100)[:300]
+        assert len(prompt) == 300
+        want = pyaccel.Generator(target, "plain").generate(prompt, max_tokens=24, cache_prompt=False).tokens
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", pyaccel.ProposerFailedWarning)
+            got = gen.generate(prompt, max_tokens=24, cache_prompt=False)
+        assert_greedy_equivalent(target, prompt, want, got.tokens)
+        assert got.stats.drafted == 0

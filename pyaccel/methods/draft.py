@@ -11,8 +11,8 @@ device where drafting cannot pay, the method drafts nothing.
 from __future__ import annotations
 
 import os
-
 import time
+import warnings
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Sequence
 
@@ -150,6 +150,10 @@ class DraftModel(Proposer):
                 f"{self.model.name!r} cannot draft for {target.name!r}: {diff.reason}. "
                 "Use a draft model with the target's tokenizer (e.g. the same model family)."
             )
+        if self.model.n_ctx < target.n_ctx:
+            warnings.warn(f"the draft model's context ({self.model.n_ctx} tokens) is smaller than the target's "
+                          f"({target.n_ctx}): past it nothing is drafted; open the draft Model with "
+                          f"n_ctx={target.n_ctx}", stacklevel=2)
         if self.fixed_length is None:
             if self._costs is None:
                 self._costs = target.costs
@@ -246,6 +250,7 @@ class DraftModel(Proposer):
         """Run the draft model for (up to) `n` tokens after `tokens` (n from `plan`)."""
         assert self.model is not None, "DraftModel is not bound to a target"
         cache = self.model.cache
+        n = min(n, self.model.n_ctx - len(tokens))  # the draft's own context may be the smaller
         if n <= 0:
             return Draft.empty()
         t0 = time.perf_counter()
