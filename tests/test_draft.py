@@ -75,6 +75,18 @@ def test_cost_model_declines_a_slow_draft_and_drafts_on_a_flat_curve(qwen: pyacc
     assert result.stats.drafted > 0 and result.stats.tau > 1.5
 
 
+def test_a_long_prompt_is_caught_up_once_where_drafting_pays(qwen: pyaccel.Model, qwen_draft: pyaccel.Model) -> None:
+    """The draft model's catch-up over the prompt is paid once for the steps after it: on a
+    flat curve a prompt of hundreds of tokens must not keep the draft from ever drafting."""
+    flat = CostModel.fixed([1.0 + 0.02 * b for b in range(64)])
+    code = "def add(a, b):\n    return a + b\n\ndef sub(a, b):\n    return a - b\n\n" * 12
+    prompt = qwen.tokenize(code, add_special=False)
+    assert len(prompt) > 200
+    gen = pyaccel.Generator(qwen, DraftModel(qwen_draft, costs=flat, draft_cost=0.1))
+    result = gen.generate(prompt, max_tokens=32, cache_prompt=False)
+    assert result.stats.drafted > 0 and result.stats.tau > 1.5
+
+
 @pytest.mark.parametrize("sampling", [dict(temperature=1.0), dict(temperature=0.7, top_p=0.9)])
 def test_sampling_distribution_is_the_targets(qwen: pyaccel.Model, qwen_draft: pyaccel.Model, sampling: dict) -> None:
     """The real pair (q differs from p): the second token went through draft -> verify.

@@ -32,9 +32,9 @@ if TYPE_CHECKING:
 
 # Separates the draft's random stream from the target's under one user seed.
 DRAFT_SEED_SALT = 0x5DEECE66D
-# Catching the draft model up costs this much of one draft-token decode per token before
-# it is measured (batched prefill: 64 tokens cost ~23-28 single tokens on a 2-core CPU).
-CATCH_UP_PRIOR = 0.4
+# Catching the draft model up over the tokens it has not seen (the prompt, at first) is
+# paid once and serves every later step: a plan charges it spread over this many steps.
+CATCH_UP_STEPS = 8
 # Only drafting whose perfect-acceptance speedup clears plain decoding by this margin is
 # considered at all, so a few noisy timings cannot flip the decision from run to run.
 CAN_PAY_MARGIN = 0.05
@@ -181,7 +181,7 @@ class DraftModel(Proposer):
             return DraftPlan(0, 1.0)
         assert self.model is not None
         lag = len(tokens) - self.model.cache.common_prefix(tokens)
-        catch = self._catch_per_token() * lag
+        catch = self._catch_per_token(depth) * lag / CATCH_UP_STEPS
         plan = self._costs.chain(self._stats.alpha(), depth, limit, self.draft_cost)
         speedup = plan.expected_tokens / (plan.expected_cost + catch) if plan.best_len > 0 else 1.0
         if plan.best_len > 0 and speedup > 1.0:
@@ -189,16 +189,23 @@ class DraftModel(Proposer):
             return DraftPlan(plan.best_len, speedup)
         self._idle_steps += 1
         if self._idle_steps >= self.probe_every and probe_pays(
-                self._costs, depth, lag, self._idle_steps, self.draft_cost, self._catch_per_token(),
+                self._costs, depth, lag, self._idle_steps, self.draft_cost, self._catch_per_token(depth),
                 self._stats.alpha(), min(self.probe_len, limit), self.probe_share):
             self._idle_steps = 0
             self._probes += 1
             return DraftPlan(min(self.probe_len, limit), 1.0)
         return DraftPlan(0, 1.0)
 
-    def _catch_per_token(self) -> float:
-        assert self.draft_cost is not None
-        return self._catch_cost if self._catch_cost is not None else CATCH_UP_PRIOR * self.draft_cost
+    def _catch_per_token(self, depth: int) -> float:
+        """A caught-up token's cost in target-token decodes: as measured, else a draft token's
+        cost at the share of a single decode that one token of the target's widest batch
+        costs at `depth` (a batched prefill is that much cheaper per token on this device:
+        ~0.4 on a 2-core CPU, a few hundredths on a GPU)."""
+        assert self.draft_cost is not None and self._costs is not None
+        if self._catch_cost is not None:
+            return self._catch_cost
+        rel = self._costs.relative_at(depth)
+        return self.draft_cost * rel[-1] / len(rel)
 
     def _note_catch_up(self, n: int, seconds: float) -> None:
         """Learn what a caught-up token costs, relative to one target token."""
@@ -304,7 +311,8 @@ class DraftModel(Proposer):
 
     def _counters(self) -> dict[str, float]:
         return {"draft_cost": self.draft_cost if self.draft_cost is not None else float("nan"),
-                "catch_up_cost": self._catch_per_token() if self.draft_cost is not None else float("nan"),
+                "catch_up_cost": (self._catch_per_token(0) if self.draft_cost is not None and self._costs is not None
+                                  else float("nan")),
                 "probes": self._probes}
 
 
