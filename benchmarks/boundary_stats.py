@@ -26,7 +26,7 @@ from pyaccel import Generator, Model
 from pyaccel.bench.suites import load_suite
 from pyaccel.methods import shadow
 from pyaccel.methods.lookup.boundaries import is_punct
-from pyaccel.methods.lookup.proposer import N_BUCKETS, agreement_bucket
+from pyaccel.methods.lookup.tuning import N_BUCKETS, agreement_bucket
 
 sys.path.insert(0, str(Path(__file__).parent))
 from curve_runs import FLOOR_SUITES  # noqa: E402

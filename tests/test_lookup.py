@@ -7,7 +7,7 @@ import pytest
 
 import pyaccel
 from pyaccel.methods.lookup import LookupTuning, PromptLookup
-from pyaccel.methods.lookup.proposer import N_BUCKETS, agreement_bucket
+from pyaccel.methods.lookup.tuning import N_BUCKETS, agreement_bucket
 from pyaccel.methods.lookup.rewrites import AWAY, IN_LINE
 
 TUNING = LookupTuning()

@@ -33,7 +33,7 @@ def _draft(**options: Any) -> Proposer:
 
 def _lookup(**options: Any) -> Proposer:
     from .lookup import PromptLookup
-    from .lookup.proposer import LookupTuning
+    from .lookup.tuning import LookupTuning
 
     return PromptLookup(**with_tuning_options(options, PromptLookup, LookupTuning, "lookup"))
 

@@ -30,7 +30,7 @@ from ... import _core
 from ...cost_model import CostModel
 from ...errors import ModelNotFoundError
 from ...registry import resolve_model
-from ..lookup.proposer import LookupTuning
+from ..lookup.tuning import LookupTuning
 from .calibration import CalibrationTuning
 from .merge import MergedTree
 

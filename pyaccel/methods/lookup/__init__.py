@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from .proposer import LookupTuning, PromptLookup
+from .proposer import PromptLookup
 from .rewrites import CopyFollower, FollowerTuning
+from .tuning import LookupTuning
 
 __all__ = ["CopyFollower", "FollowerTuning", "LookupTuning", "PromptLookup"]
