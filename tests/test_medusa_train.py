@@ -219,7 +219,7 @@ def test_a_bad_questions_file_is_named_not_searched_for(tmp_path: Path, monkeypa
 def test_data_lines_that_are_not_objects_are_named(tmp_path: Path, line: str) -> None:
     data = tmp_path / "mine.jsonl"
     data.write_text(f'{{"prompt": "one"}}\n\n{line}\n')
-    with pytest.raises(ValueError, match=r"mine\.jsonl line 3 is not a JSON object"):
+    with pytest.raises(ValueError, match=r"mine\.jsonl line 3 is a JSON \w+, not an object: write one object a line, with a \"prompt\""):
         file_prompts(data)
 
 
@@ -483,11 +483,11 @@ def test_collection_budgets_may_be_zero_only_when_data_is_kept() -> None:
 
 
 @pytest.mark.parametrize("setup, args, message", [
-    ("five.jsonl", ["--data", "{dir}/five.jsonl"], "five.jsonl line 1 is not a JSON object"),
+    ("five.jsonl", ["--data", "{dir}/five.jsonl"], "five.jsonl line 1 is a JSON number, not an object"),
     ("", ["--questions", "{dir}/nothere.jsonl"], "no Spec-Bench question file at {dir}/nothere.jsonl"),
     ("few.txt", ["--data", "{dir}/few.txt"], "too few prompts (4)"),
     ("", ["--data", "{dir}/p.txt", "-o", "{dir}"], "-o {dir} is a folder"),
-    ("", ["--data", "{dir}/p.txt", "-o", "{dir}/p.txt/h.gguf"], "{dir}/p.txt is not a folder you can write to"),
+    ("", ["--data", "{dir}/p.txt", "-o", "{dir}/p.txt/h.gguf"], "{dir}/p.txt is a file, not a folder: pass another -o"),
 ])
 def test_train_reports_bad_inputs_before_any_work(setup: str, args: list[str], message: str, tmp_path: Path,
                                                   monkeypatch: pytest.MonkeyPatch,

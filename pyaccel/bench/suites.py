@@ -8,12 +8,13 @@ standard library with an editing instruction, so the answer copies much of the p
 
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import Any
+
+from ..jsonlines import json_objects, quoted_fields, read_text
 
 SHIPPED_SUITES = ("code", "edit")
 SPECBENCH = "specbench"
@@ -23,7 +24,6 @@ SPECBENCH_MIXED_PER_CATEGORY = 3
 QUESTIONS_FILE = "spec_bench_questions.jsonl"
 USER_FIELDS = ("id", "instruction")  # of each line of a .jsonl suite
 QUESTION_FIELDS = ("category", "turns")  # of each line of the Spec-Bench question file
-JSON_KINDS = {int: "number", float: "number", str: "string", list: "array", bool: "boolean", type(None): "null"}
 
 
 @dataclass(frozen=True)
@@ -37,54 +37,19 @@ class BenchPrompt:
     source: str = ""
 
 
-def _read_jsonl(lines: Iterator[str], where: str, required: tuple[str, ...] = ()) -> list[dict[str, Any]]:
-    """The JSON objects of `lines` (blank lines skipped), each holding the `required` fields;
-    a mistake is an error that names `where` and the line."""
-    records = []
-    for n, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            rec = json.loads(line)
-        except ValueError as exc:
-            raise ValueError(f"{where} line {n} is not valid JSON ({exc}): fix or remove that line") from None
-        records.append(_checked(rec, f"{where} line {n}", required))
-    return records
-
-
-def _checked(rec: Any, where: str, required: tuple[str, ...]) -> dict[str, Any]:
-    if not isinstance(rec, dict):
-        kind = JSON_KINDS.get(type(rec), "value")
-        raise ValueError(f"{where} is a JSON {kind}, not an object: write one object a line, "
-                         f"with {_fields(required) or 'named fields'}")
-    missing = [k for k in required if k not in rec]
-    if missing:
-        raise ValueError(f"{where} needs {_fields(required)} fields (it has no {_fields(missing)})")
-    return rec
-
-
-def _fields(names: Sequence[str]) -> str:
-    return " and ".join(f'"{k}"' for k in names)
-
-
 def _read_file(path: Path, required: tuple[str, ...]) -> list[dict[str, Any]]:
-    """The records of a JSON-lines file of the user's (`_read_jsonl`); one with none, or not
-    UTF-8 text, is an error that names it."""
-    try:
-        with path.open("r", encoding="utf-8") as f:
-            records = _read_jsonl(iter(f), str(path), required)
-    except UnicodeDecodeError as exc:
-        raise ValueError(f"{path} is not UTF-8 text ({exc.reason} at byte {exc.start}): save it as UTF-8") from None
+    """The records of a JSON-lines file of the user's; one with none, or not UTF-8 text, is an
+    error that names it."""
+    records = [rec for _, rec in json_objects(read_text(path, "save it as UTF-8"), str(path), required)]
     if not records:
-        raise ValueError(f"{path} holds no prompts: write one JSON object a line, with {_fields(required)}")
+        raise ValueError(f"{path} holds no prompts: write one JSON object a line, with {quoted_fields(required)}")
     return records
 
 
 def shipped_records(suite: str) -> list[dict[str, Any]]:
     """The raw records of a suite shipped in pyaccel/data/prompts."""
     res = resources.files("pyaccel").joinpath("data", "prompts", f"{suite}.jsonl")
-    with res.open("r", encoding="utf-8") as f:
-        return _read_jsonl(iter(f), f"pyaccel/data/prompts/{suite}.jsonl")
+    return [rec for _, rec in json_objects(res.read_text(encoding="utf-8"), f"pyaccel/data/prompts/{suite}.jsonl")]
 
 
 def _prompt_text(rec: dict[str, Any]) -> str:

@@ -31,6 +31,8 @@ from typing import Any, Iterable, Sequence
 import numpy as np
 import numpy.typing as npt
 
+from ...jsonlines import json_objects, read_text
+
 HOLD_OUT_EVERY = 5
 TRAIN, EVAL = "train", "eval"
 _MANIFEST = "manifest.json"
@@ -62,31 +64,12 @@ def _split(source: str, records: Iterable[tuple[str, str, str]]) -> list[TrainPr
 
 
 def _read_text(path: Path) -> str:
-    """The file as UTF-8 text; a ValueError naming the file when it cannot be read so."""
-    try:
-        return path.read_text(encoding="utf-8")
-    except UnicodeDecodeError as exc:
-        raise ValueError(f"{path} is not UTF-8 text ({exc.reason} at byte {exc.start}): give a text file of "
-                         "prompts") from None
-    except OSError as exc:
-        raise ValueError(f"cannot read {path} ({exc.strerror}): check the path and its permissions") from None
+    return read_text(path, "give a text file of prompts")
 
 
 def _read_jsonl(path: Path) -> list[tuple[int, dict[str, Any]]]:
     """(line number, record) of every non-blank line; each line must be one JSON object."""
-    records = []
-    for n, line in enumerate(_read_text(path).split("\n"), 1):  # not splitlines: JSON strings may hold U+2028
-        if not line.strip():
-            continue
-        try:
-            rec = json.loads(line)
-        except ValueError as exc:
-            raise ValueError(f"{path} line {n} is not valid JSON ({exc}): fix or remove that line") from None
-        if not isinstance(rec, dict):
-            raise ValueError(f"{path} line {n} is not a JSON object (it reads {line.strip()[:40]!r}): give each "
-                             'line one object such as {"prompt": "..."}, or remove that line')
-        records.append((n, rec))
-    return records
+    return json_objects(_read_text(path), str(path), shape='a "prompt" or "instruction" field')
 
 
 def specbench_prompts(questions: Path) -> list[TrainPrompt]:
