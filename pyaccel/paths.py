@@ -15,12 +15,19 @@ def blocked_by_file(path: str | os.PathLike[str]) -> Path | None:
     return None
 
 
-def check_file_path(path: str | os.PathLike[str], what: str) -> None:
-    """Can a file be written at `path`? ValueError naming `what` and the reason if not: a
-    folder is there, or a file stands where one of its folders would be."""
-    if Path(path).is_dir():
-        raise ValueError(f"{os.fspath(path)!r} is a folder: give the {what} a file name in it")
-    blocker = blocked_by_file(path)
+def check_file_path(path: str | os.PathLike[str], label: str, example: str,
+                    fix: str = "choose another path") -> None:
+    """Can a file be written at `path`, it or its missing folders created? Checked before the
+    work whose result it holds. ValueError starting "{label} {path}" if not: a folder is
+    there (or the path ends in a separator; `example` is a file name to suggest in it), a
+    file stands where one of its folders would be, or there is no permission to write it
+    (`fix` says what to do)."""
+    text, out = os.fspath(path), Path(path)
+    if out.is_dir() or not out.name or text.endswith(("/", os.sep)):
+        raise ValueError(f"{label} {text} is a folder: give a file in it (e.g. {out / example})")
+    blocker = blocked_by_file(out)
     if blocker is not None:
-        raise ValueError(f"cannot write the {what} at {os.fspath(path)!r}: {os.fspath(blocker)!r} is a file, "
-                         "not a folder")
+        raise ValueError(f"{label} {text}: {os.fspath(blocker)} is a file, not a folder: {fix}")
+    target = out if out.exists() else next(p for p in out.absolute().parents if p.exists())
+    if not os.access(target, os.W_OK if target is out else os.W_OK | os.X_OK):
+        raise ValueError(f"{label} {text}: no permission to write {target}: {fix}")

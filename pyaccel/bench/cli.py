@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shlex
 import sys
 from pathlib import Path
@@ -13,6 +12,7 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 from .. import registry
 from ..cli.args import add_heads_arg, add_model_args, open_model
 from ..methods.spec import MethodSpec
+from ..paths import check_file_path
 from .runner import BENCH_MAX_TOKENS, BenchConfig, BenchResults, load_prompts, run_bench
 from .runners import PLAIN, check_drafts, parse_methods
 
@@ -70,29 +70,13 @@ def _write(path: str, text: str) -> None:
     out.write_text(text, encoding="utf-8")
 
 
-def check_output_path(flag: str, path: str) -> None:
-    """`path` can be written as a file (it or its missing folders created): checked before a
-    long run, so that no result is lost to a mistyped path after it."""
-    out = Path(path)
-    if out.is_dir() or not out.name or path.endswith(("/", os.sep)):
-        raise ValueError(f"{flag} {path} is a folder: give a file in it (e.g. {out / ('bench' + OUTPUT_SUFFIX[flag])})")
-    folder = out.parent
-    while not folder.exists():  # the nearest folder that exists is where the missing ones are made
-        folder = folder.parent
-    if not folder.is_dir():
-        raise ValueError(f"{flag} {path}: {folder} is a file, not a folder: choose another path")
-    target = out if out.exists() else folder
-    if not os.access(target, os.W_OK if target is out else os.W_OK | os.X_OK):
-        raise ValueError(f"{flag} {path}: no permission to write {target}: choose another path")
-
-
 def check_outputs(args: argparse.Namespace, methods: Sequence[MethodSpec]) -> None:
     """--json / --markdown / --plot name files that can be written, and --plot has an image
     format and something to draw: all before the model loads."""
     for flag in OUTPUT_SUFFIX:
         path = getattr(args, flag.lstrip("-"))
         if path:
-            check_output_path(flag, path)
+            check_file_path(path, flag, "bench" + OUTPUT_SUFFIX[flag])
     if not args.plot:
         return
     from .plot import INSTALL_HINT, NOTHING_TO_PLOT, available, check_plot_path

@@ -9,7 +9,6 @@ counts the time already spent, training continues from its checkpoint. The defau
 
 from __future__ import annotations
 
-import os
 import sys
 import time
 from dataclasses import dataclass, field
@@ -18,6 +17,7 @@ from typing import TYPE_CHECKING, Sequence, TextIO
 
 import numpy as np
 
+from ...paths import check_file_path
 from ...progress import StatusLine, clock
 from .collect import CollectConfig, Collector, CollectReport, open_model
 from .data import EVAL, HOLD_OUT_EVERY, TRAIN, DataStore, Dataset, TrainPrompt, default_prompts, interleave, labels
@@ -202,16 +202,6 @@ def run_training(model: "Model", store: DataStore, cfg: RunConfig, output: Path,
     return heads
 
 
-def check_output(path: Path) -> None:
-    """Refuse, before any work, a heads file path that cannot be written."""
-    if path.is_dir():
-        raise ValueError(f"-o {path} is a folder: give the path of the heads file to write, e.g. {path / 'heads.gguf'}")
-    folder = next(p for p in path.absolute().parents if p.exists())  # the nearest one there (/ at worst)
-    if not folder.is_dir() or not os.access(folder, os.W_OK | os.X_OK):
-        raise ValueError(f"cannot write the heads file {path}: {folder} is not a folder you can write to; "
-                         "pass another -o")
-
-
 def check_split(prompts: Sequence[TrainPrompt]) -> None:
     """Refuse prompts that leave one side of the split empty: training would fail for want of
     data only after minutes of collection."""
@@ -249,7 +239,7 @@ def train_command(model_name: str, cfg: RunConfig, output: Path | None, question
     prompts = interleave(default_prompts(questions, data))
     check_split(prompts)
     if output is not None:
-        check_output(output)
+        check_file_path(output, "-o", "heads.gguf", "pass another -o")
     model = open_model(model_name, cfg.collect, cfg.threads)
     try:
         check_model(cfg.train, model)

@@ -49,7 +49,7 @@ def load_cache(path: PathLike) -> "_core.NgramCache":
 
 def check_cache_path(path: PathLike) -> None:
     """Can a cache be saved at `path`? ValueError saying why not."""
-    check_file_path(path, "n-gram cache")
+    check_file_path(path, "n-gram cache", "cache.ngc")
 
 
 def save_cache(cache: "_core.NgramCache", path: PathLike) -> None:
