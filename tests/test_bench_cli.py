@@ -80,6 +80,14 @@ def test_a_question_file_without_categories_is_refused(tmp_path: Path, capsys: p
     assert f'{questions} line 1 needs "category" and "turns" fields (it has no "category")' in err
 
 
+@pytest.mark.parametrize("methods, named", [("lookup:bogus=1", "unknown option bogus"),
+                                            ("auto:plan_margin=x", "plan_margin must be a number"),
+                                            ("draft:length=-2", "length")])
+def test_a_bad_method_option_is_refused_before_the_model_loads(methods: str, named: str, tmp_path: Path,
+                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    assert named in refused(bench(tmp_path, "--suite", "edit", methods=methods), capsys)
+
+
 def test_an_unknown_peer_option_lists_the_valid_ones(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     pytest.importorskip("llama_cpp")
     err = refused(bench(tmp_path, "--suite", "edit", methods="llama-lookup:bogus=1"), capsys)

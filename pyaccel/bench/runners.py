@@ -35,6 +35,8 @@ def parse_methods(text: str) -> list[MethodSpec]:
             raise ValueError(f"unknown method {m.name!r} in --methods: choose from {', '.join(known)}")
         if m.name in PEERS:
             check_peer_options(m)
+        else:  # its options checked before the model loads: building is cheap, binding loads files
+            make_method(m).close()
     if PLAIN not in [m.label for m in out]:
         out.insert(0, MethodSpec(PLAIN, PLAIN))
     return out
