@@ -13,8 +13,8 @@ import pytest
 import pyaccel
 from pyaccel import Draft, Proposer
 from pyaccel.bench.replay import main, recorded_model, recorded_plain, simulate
-from pyaccel.bench.report import bench_setup, report_dict
-from pyaccel.bench.runner import BenchConfig, run_bench
+from pyaccel.bench.report import bench_setup
+from pyaccel.bench.runner import BenchConfig
 from pyaccel.bench.runners import parse_methods
 from pyaccel.bench.suites import load_suite
 from pyaccel.types import SamplingConfig

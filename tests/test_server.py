@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import json
-import os
 import signal
 import socket
 import subprocess
@@ -372,7 +371,9 @@ def test_scheduler_runs_in_order_and_refuses_when_full() -> None:
         with pytest.raises(QueueFullError):
             scheduler.submit(Job(Work(gen, [9])))  # type: ignore[arg-type]
         jobs[1].cancel()  # its client left while it waited: it never runs
-        texts = ["".join([p async for p in job.items()]) for job in (jobs[0], jobs[2])]
+        texts = []
+        for job in (jobs[0], jobs[2]):  # a loop: Python 3.10 has no async comprehension inside another
+            texts.append("".join([p async for p in job.items()]))
         scheduler.close()
         return texts, gen.closed
 
