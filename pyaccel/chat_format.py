@@ -24,12 +24,25 @@ class TurnFormat:
     generation: str
 
     def render(self, messages: Sequence[Mapping[str, str]]) -> str:
-        system = "\n\n".join(m["content"] for m in messages if m["role"] == "system")
-        turns = [m for m in messages if m["role"] != "system"]
-        if system and turns and turns[0]["role"] == "user":
-            turns[0] = {"role": "user", "content": f"{system}\n\n{turns[0]['content']}"}
-        elif system:
-            turns.insert(0, {"role": "user", "content": system})
+        """The prompt text. The family has no system role: system text opens the user turn
+        right after it (a user turn of its own before an assistant turn or at the end), so
+        a system message added later in a conversation leaves the earlier turns, and their
+        cached prefix, as they were."""
+        turns: list[dict[str, str]] = []
+        pending: list[str] = []
+        for m in messages:
+            if m["role"] == "system":
+                pending.append(m["content"])
+                continue
+            if pending:
+                own = [m["content"]] if m["role"] == "user" else []
+                turns.append({"role": "user", "content": "\n\n".join(pending + own)})
+                pending = []
+                if own:
+                    continue
+            turns.append(dict(m))
+        if pending:
+            turns.append({"role": "user", "content": "\n\n".join(pending)})
         body = "".join(self.turn.format(role=self.roles[m["role"]], content=m["content"]) for m in turns)
         return body + self.generation
 

@@ -17,6 +17,16 @@ def test_gemma_turn_format_folds_the_system_prompt() -> None:
         "<start_of_turn>user\nName?<end_of_turn>\n<start_of_turn>model\n")
 
 
+def test_a_later_system_message_opens_the_next_user_turn_and_leaves_the_earlier_ones() -> None:
+    fmt = TURN_FORMATS["gemma3"]
+    before = [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Hello!"}]
+    later = fmt.render(before + [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Name?"}])
+    assert later.startswith(fmt.render(before)[:-len(fmt.generation)])
+    assert later.endswith("<start_of_turn>user\nBe brief.\n\nName?<end_of_turn>\n<start_of_turn>model\n")
+    alone = fmt.render([{"role": "system", "content": "S"}, {"role": "assistant", "content": "A"}])
+    assert alone.startswith("<start_of_turn>user\nS<end_of_turn>\n<start_of_turn>model\nA")
+
+
 def test_an_assistant_turn_may_have_no_content() -> None:
     assert normalize([{"role": "user", "content": "Hi"}, {"role": "assistant", "content": None},
                       {"role": "assistant"}]) == [{"role": "user", "content": "Hi"},
