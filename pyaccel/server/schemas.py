@@ -22,9 +22,10 @@ class StreamOptions(BaseModel):
 class SamplingRequest(BaseModel):
     """Fields shared by /v1/completions and /v1/chat/completions. top_k and min_p are
     extensions (as llama.cpp's server has them); fields a client sends that this server
-    does not know are ignored, those it knows but cannot honour are refused."""
+    does not know are ignored, those it knows but cannot honour are refused. Types are
+    strict, as the Python API's and OpenAI's: "3" or true is not a number of tokens."""
 
-    model_config = ConfigDict(extra="ignore")
+    model_config = ConfigDict(extra="ignore", strict=True)
 
     model: str
     max_tokens: int | None = Field(None, ge=1)
