@@ -15,7 +15,7 @@ from typing import Any, Callable
 
 from .base import NoDraft, Proposer
 from .spec import MethodSpec, parse_spec
-from .tuning import check_arguments, with_tuning_options
+from .tuning import check_options, with_tuning_options
 
 
 def _plain(**options: Any) -> Proposer:
@@ -27,7 +27,7 @@ def _plain(**options: Any) -> Proposer:
 def _draft(**options: Any) -> Proposer:
     from .draft import DraftModel
 
-    check_arguments(options, DraftModel, "draft")
+    check_options(options, DraftModel, "draft")
     return DraftModel(**options)
 
 
@@ -41,7 +41,7 @@ def _lookup(**options: Any) -> Proposer:
 def _ngram(**options: Any) -> Proposer:
     from .ngram import NgramCacheDrafter
 
-    check_arguments(options, NgramCacheDrafter, "ngram")
+    check_options(options, NgramCacheDrafter, "ngram")
     return NgramCacheDrafter(**options)
 
 

@@ -115,6 +115,17 @@ def check_arguments(options: dict[str, Any], method: Callable[..., Any], what: s
                              f"got {value!r}")
 
 
+def check_options(options: dict[str, Any], method: Callable[..., Any], what: str) -> None:
+    """`options` name arguments of `method` (an unknown one is an error listing them all),
+    each of a type a spec can write (`check_arguments`)."""
+    params = set(inspect.signature(method).parameters) - {"self"}
+    unknown = sorted(k for k in options if k not in params)
+    if unknown:
+        raise ValueError(f"method {what!r}: unknown option {', '.join(unknown)}; its options are "
+                         f"{', '.join(sorted(params))}")
+    check_arguments(options, method, what)
+
+
 def with_tuning_options(options: dict[str, Any], method: Callable[..., Any], tuning_type: type,
                         what: str) -> dict[str, Any]:
     """`method`'s constructor options with those that name a scalar field of `tuning_type`

@@ -190,7 +190,7 @@ class PromptLookup(Proposer):
         if not 1 <= n_min <= n_max:
             raise ValueError(f"need 1 <= n_min <= n_max, got n_min={n_min}, n_max={n_max}")
         if max_draft < 1 or max_candidates < 1:
-            raise ValueError("max_draft and max_candidates must be >= 1")
+            raise ValueError(f"max_draft and max_candidates must be >= 1, got {max_draft} and {max_candidates}")
         if length is not None and not 0 <= length <= max_draft:
             raise ValueError(f"length must be in 0..max_draft ({max_draft}), got {length}")
         self.n_min, self.n_max = n_min, n_max
