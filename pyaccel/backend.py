@@ -211,6 +211,10 @@ class LlamaBackend:
     def __del__(self) -> None:
         self.close()
 
+    @property
+    def closed(self) -> bool:
+        return self._ctx is None
+
     def _require_open(self) -> None:
         if self._ctx is None:
             raise RuntimeError("this model has been closed; create a new one")

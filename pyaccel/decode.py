@@ -21,8 +21,10 @@ included; the accepted tokens and x are emitted, and x becomes the next root.
 from __future__ import annotations
 
 import os
+import threading
 import time
 import warnings
+from collections.abc import Generator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence, TypeVar
@@ -32,7 +34,7 @@ import numpy as np
 from . import _core
 from .backend import Detokenizer, LlamaBackend
 from .errors import ContextOverflowError, ModelOutputError, ProposerFailedWarning
-from .kvcache import TargetCache
+from .kvcache import PrefillCancelled, TargetCache
 from .stops import StopMatcher
 from .types import Draft, Result, SamplingConfig, Stats, StepOutcome
 
@@ -50,6 +52,12 @@ class Request:
     stop: Sequence[str] = ()
     # Reuse the cached prefix of earlier calls (False: prefill the whole prompt afresh).
     cache_prompt: bool = True
+    # Set from any thread: the generation ends before its next prompt chunk or decode step.
+    cancel: threading.Event | None = None
+
+
+# Result.finish_reason of a generation whose Request.cancel was set.
+CANCELLED = "cancelled"
 
 
 def sampling_params(s: SamplingConfig) -> _core.SamplingParams:
@@ -95,10 +103,10 @@ class _Emitter:
         self.text.append(out)
         return out
 
-    def close(self) -> str:
-        """End early (context full): release whatever is held back."""
+    def close(self, reason: str = "length") -> str:
+        """End early (context full, or cancelled): release whatever is held back."""
         if self.finish is None:
-            self.finish = "length"
+            self.finish = reason
             return self._release(self.detok.flush(), final=True)
         return ""
 
@@ -232,8 +240,11 @@ def _budget(backend: LlamaBackend, st: _State) -> int | None:
     return max(0, min(room, backend.max_batch - 1, st.req.max_tokens - len(st.emitter.tokens) - 1))
 
 
-def _step(backend: LlamaBackend, cache: TargetCache, proposer: "Proposer", st: _State, budget: int) -> list[int]:
-    """Propose, evaluate, verify and commit once; returns the committed tokens."""
+def _step(backend: LlamaBackend, cache: TargetCache, proposer: "Proposer", st: _State,
+          budget: int) -> tuple[list[int], list[int]]:
+    """Propose, evaluate, verify and commit once to the cache; returns the tokens to commit
+    to the output (the kept draft tokens, then the target's next token) and the pass's
+    drafted nodes per depth."""
     n_past = len(st.history) - 1
     root = st.history[-1]
     td = time.perf_counter()
@@ -263,10 +274,9 @@ def _step(backend: LlamaBackend, cache: TargetCache, proposer: "Proposer", st: _
     tokens = outcome.accepted_tokens
     _commit_kv(backend, p, res.path, n_past + 1 + len(tokens))
     cache.record([root] + tokens)
-    stats.record_draft(p.depth_counts, len(tokens))
     if not st.failed:
         _guarded(proposer, st, proposer.observe, outcome)
-    return tokens + [outcome.next_token]
+    return tokens + [outcome.next_token], p.depth_counts
 
 
 def _builtin(proposer: "Proposer") -> bool:
@@ -305,7 +315,9 @@ def _model_output(draft: Draft | None) -> Iterator[None]:
         raise
 
 
-def _validate(backend: LlamaBackend, req: Request) -> None:
+def check_request(backend: LlamaBackend, req: Request) -> None:
+    """A request the backend can serve; TypeError, ValueError or ContextOverflowError naming
+    what is wrong (made by `run` too, before anything decodes)."""
     if not req.prompt:
         raise ValueError("the prompt is empty: give at least one token of text")
     if isinstance(req.max_tokens, bool) or not isinstance(req.max_tokens, (int, np.integer)):
@@ -325,7 +337,7 @@ def _validate(backend: LlamaBackend, req: Request) -> None:
 
 def run(backend: LlamaBackend, cache: TargetCache, proposer: "Proposer", req: Request) -> Iterator[str | Result]:
     """Generate for `req`, yielding text pieces as they are committed and finally the Result."""
-    _validate(backend, req)
+    check_request(backend, req)
     st = _State(req, _Emitter(backend, req), sampling_params(req.sampling), new_rng(req.sampling.seed),
                 list(req.prompt), Stats(prompt_tokens=len(req.prompt)))
     if req.max_tokens == 0:
@@ -337,7 +349,12 @@ def run(backend: LlamaBackend, cache: TargetCache, proposer: "Proposer", req: Re
         # hence which token a seeded draw picks (or greedy decoding at a near-tie): a seeded
         # run, and one asked to, prefills afresh.
         cache.truncate(0)
-    st.stats.cached_prompt_tokens = cache.prefill(req.prompt)
+    try:
+        st.stats.cached_prompt_tokens = cache.prefill(req.prompt, req.cancel)
+    except PrefillCancelled:
+        st.stats.prefill_s = time.perf_counter() - t0
+        yield Result("", [], CANCELLED, st.stats)
+        return
     with _model_output(None):
         first = _core.sample(backend.logits_rows()[-1], st.params, st.rng)
     t1 = time.perf_counter()
@@ -347,25 +364,35 @@ def run(backend: LlamaBackend, cache: TargetCache, proposer: "Proposer", req: Re
     try:
         yield from _commit(st, [first])
         while st.emitter.finish is None:
+            if req.cancel is not None and req.cancel.is_set():
+                piece = st.emitter.close(CANCELLED)
+                if piece:
+                    yield piece
+                break
             budget = _budget(backend, st)
             if budget is None:
                 piece = st.emitter.close()
                 if piece:
                     yield piece
                 break
-            yield from _commit(st, _step(backend, cache, proposer, st, budget))
+            tokens, drafted = _step(backend, cache, proposer, st, budget)
+            committed = yield from _commit(st, tokens)
+            # a kept draft token past a stop string or the end token is not in the output
+            st.stats.record_draft(drafted, min(len(tokens) - 1, committed))
     finally:
-        _guarded(proposer, st, proposer.end)
-        cache.settle(st.history[:-1])  # every committed token but the pending root
+        if not backend.closed:  # the Model closed under a suspended stream: nothing left to tidy
+            _guarded(proposer, st, proposer.end)
+            cache.settle(st.history[:-1])  # every committed token but the pending root
     st.stats.new_tokens = len(st.emitter.tokens)
     st.stats.decode_s = time.perf_counter() - t1
     yield Result("".join(st.emitter.text), st.emitter.tokens, st.emitter.finish or "length", st.stats)
 
 
-def _commit(st: _State, tokens: list[int]) -> Iterator[str]:
-    """Emit committed tokens until the generation finishes; the first token of a call comes
-    from the prefill and is not a decode-step token."""
-    for tok in tokens:
+def _commit(st: _State, tokens: list[int]) -> Generator[str, None, int]:
+    """Emit committed tokens until the generation finishes; returns how many it committed.
+    The first token of a call comes from the prefill and is not a decode-step token."""
+    n = 0
+    for n, tok in enumerate(tokens, 1):
         if len(st.history) > len(st.req.prompt):
             st.stats.decoded_tokens += 1
         piece = st.emitter.push(tok)
@@ -374,3 +401,4 @@ def _commit(st: _State, tokens: list[int]) -> Iterator[str]:
             yield piece
         if st.emitter.finish is not None:
             break
+    return n

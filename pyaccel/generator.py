@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import os
+import threading
+import weakref
 from dataclasses import replace
 from typing import Any, Iterator, Mapping, Sequence
 
 import numpy as np
 
 from . import defaults
-from .decode import Request, run
+from .decode import Request, check_request, run
 from .methods import make_method
 from .methods.base import Proposer
 from .model import Message, Model
@@ -29,6 +31,22 @@ def _as_proposer(method: str | Proposer | None) -> Proposer:
         raise TypeError(f"method must be a method name or a pyaccel.Proposer subclass instance, "
                         f"got {type(method).__name__}: derive your proposer from pyaccel.Proposer")
     return method
+
+
+def _claim(method: Proposer, generator: "Generator") -> None:
+    """A method object serves one open Generator (bind, then close, once): a second one
+    would rebind it to its own target under the first, and closing either would close it
+    under the other."""
+    owner_ref = getattr(method, "_pyaccel_generator", None)
+    owner = owner_ref() if owner_ref is not None else None
+    if owner is not None and not owner._closed:
+        raise ValueError(f"this {type(method).__name__} object already serves another open Generator: give each "
+                         "Generator its own method object (or a method spec string such as 'lookup'), or close "
+                         "the other Generator first")
+    try:
+        method._pyaccel_generator = weakref.ref(generator)  # type: ignore[attr-defined]
+    except AttributeError:  # a proposer class with __slots__: not checked
+        pass
 
 
 def _token_ids(prompt: object) -> list[int]:
@@ -70,6 +88,7 @@ class Generator:
         self.target = _as_model(target)
         self.method: Proposer = _as_proposer(method)
         self._closed = False
+        _claim(self.method, self)
         with self.target.turn():  # binding may measure costs on the target's context
             self.method.bind(self.target)
 
@@ -96,24 +115,45 @@ class Generator:
         seed: int | None = None,
         stop: str | Sequence[str] | None = None,
         cache_prompt: bool = True,
+        cancel: threading.Event | None = None,
     ) -> Iterator[str | Result]:
         """Yield text pieces as they are decided, then the `Result`. `cache_prompt=False`
         prefills the whole prompt afresh instead of reusing the prefix an earlier call left
-        in the model's cache (slower, but a greedy answer then does not depend on it)."""
-        if self._closed:
-            raise RuntimeError("this Generator is closed (close() released what its method opened): "
-                               "make a new Generator")
+        in the model's cache (slower, but a greedy answer then does not depend on it).
+        `cancel`: a `threading.Event` that, set from any thread, ends the generation before
+        its next prompt chunk or decode step, with finish_reason "cancelled" (a stop button;
+        a long prompt's evaluation cannot otherwise be left). Arguments are checked here,
+        before the first piece is asked for."""
+        self._check_open()
         sampling = SamplingConfig(temperature=temperature, top_k=top_k, top_p=top_p, min_p=min_p, seed=seed)
         sampling.validate()
         if seed == -1:  # llama.cpp's "random seed"
             sampling = replace(sampling, seed=None)
-        req = self._request(prompt, max_tokens, stop, sampling, cache_prompt)
+        if not isinstance(cache_prompt, (bool, np.bool_)):
+            raise TypeError(f"cache_prompt must be True or False, got {type(cache_prompt).__name__} {cache_prompt!r}")
+        if cancel is not None and not isinstance(cancel, threading.Event):
+            raise TypeError(f"cancel must be a threading.Event, got {type(cancel).__name__}")
+        req = replace(self._request(prompt, max_tokens, stop, sampling, bool(cache_prompt)), cancel=cancel)
+        check_request(self.target.backend, req)
+        return self._run(req)
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise RuntimeError("this Generator is closed (close() released what its method opened): "
+                               "make a new Generator")
+        if self.target.closed:
+            raise RuntimeError("this Generator's Model is closed: open the model again and make a new Generator")
+
+    def _run(self, req: Request) -> Iterator[str | Result]:
+        turns = self.target.turns
         with self.target.turn():
             before = dict(self.method.counters)
             for item in run(self.target.backend, self.target.cache, self.method, req):
                 if isinstance(item, Result):
                     item.stats.accepted_by = accepted_by(self.method, before, item.stats.accepted)
                 yield item
+                turns.adopt()  # resumed, maybe on another thread (a pool): it holds the turn now
+                self._check_open()  # closed between two pieces, by this thread
 
     def generate(self, prompt: str | Sequence[int], **kwargs: Any) -> Result:
         """Generate a completion of `prompt`; keyword arguments as for `stream`."""
@@ -136,10 +176,12 @@ class Generator:
 
     def close(self) -> None:
         """Release what the method opened (the target Model stays open); the Generator
-        refuses work afterwards. Closing twice is harmless."""
-        if not self._closed:
-            self._closed = True
-            self.method.close()
+        refuses work afterwards. Closing twice is harmless. A generation running in another
+        thread finishes first; a stream this thread still holds open fails at its next step."""
+        with self.target.turns.exclusive():  # a generation in another thread finishes first
+            if not self._closed:
+                self._closed = True
+                self.method.close()
 
     def __enter__(self) -> "Generator":
         return self
@@ -150,14 +192,21 @@ class Generator:
 
 def accepted_by(method: Proposer, before: Mapping[str, float], accepted: int) -> dict[str, int]:
     """This generation's accepted draft tokens per proposer: from the method's
-    `accepted_<proposer>` counters where it keeps them (auto), else all the method's own."""
+    `accepted_<proposer>` counters where it keeps them (auto), else all the method's own.
+    The counters also hold kept draft tokens past a stop string or the end token, which
+    are not in the output (`accepted`): those few come off the largest count."""
     after = method.counters
     by = {k[len("accepted_"):]: int(round(v - before.get(k, 0.0))) for k, v in after.items()
           if k.startswith("accepted_") and k != "accepted_shared"}
     by = {k: v for k, v in by.items() if v > 0}
-    if by or not accepted:
-        return by
-    return {method.name: accepted}
+    if not by:
+        return {method.name: accepted} if accepted else {}
+    excess = sum(by.values()) - accepted
+    for name in sorted(by, key=by.__getitem__, reverse=True):
+        cut = min(max(0, excess), by[name])
+        by[name] -= cut
+        excess -= cut
+    return {k: v for k, v in by.items() if v > 0}
 
 
 def _last(items: Iterator[str | Result]) -> Result:

@@ -64,6 +64,15 @@ class Model:
         return self._turns.turn()
 
     @property
+    def turns(self) -> TurnLock:
+        """The lock behind `turn()`."""
+        return self._turns
+
+    @property
+    def closed(self) -> bool:
+        return self.backend.closed
+
+    @property
     def costs(self) -> CostModel:
         """The cost model of this model on this device (cached on disk per model file,
         device, threads and offload): the full measurement if `pyaccel models costs
@@ -71,10 +80,12 @@ class Model:
         of a few seconds on first use. Assign a `CostModel.fixed(...)` to study another
         device's curve."""
         if self._costs is None:
-            # A calibration needs room in the context: it starts from an empty cache (the
-            # prefix of the last prompt is dropped once), so any context size works.
-            self.cache.truncate(0)
-            self.costs = CostModel.of(self.backend, progress=self.progress)
+            with self._turns.exclusive():  # a calibration decodes: not while another thread generates
+                if self._costs is None:
+                    # A calibration needs room in the context: it starts from an empty cache (the
+                    # prefix of the last prompt is dropped once), so any context size works.
+                    self.cache.truncate(0)
+                    self.costs = CostModel.of(self.backend, progress=self.progress)
         assert self._costs is not None
         return self._costs
 
@@ -120,9 +131,12 @@ class Model:
         return self.tokenize(fmt.render(plain))
 
     def close(self) -> None:
-        if self._costs is not None and self._costs.learnt is not None:
-            self._costs.learnt.save()
-        self.backend.close()
+        """Free the model. A generation running in another thread finishes first (close
+        waits its turn); a stream this thread still holds open fails at its next step."""
+        with self._turns.exclusive():
+            if self._costs is not None and self._costs.learnt is not None:
+                self._costs.learnt.save()
+            self.backend.close()
 
     def __enter__(self) -> "Model":
         return self

@@ -4,7 +4,9 @@ llama.cpp's context is not thread-safe: two decodes on one context at once abort
 process. Every call that touches a Model's context (a generation, binding a method that
 measures costs) takes the Model's turn first; callers from other threads wait, first come
 first served. A thread that already holds the turn (an unfinished stream it is still
-iterating) gets a clear error instead of waiting for itself forever.
+iterating) gets a clear error instead of waiting for itself forever. The holder is the
+thread that last advanced the stream (`adopt`): a thread pool may resume one stream on
+another thread, and the first thread is then free to wait for a turn of its own.
 """
 
 from __future__ import annotations
@@ -44,6 +46,27 @@ class TurnLock:
                 self._owner = None
                 self._serving += 1
                 self._cond.notify_all()
+
+    def held_here(self) -> bool:
+        """Does the calling thread hold the turn?"""
+        with self._cond:
+            return self._owner == threading.get_ident()
+
+    def adopt(self) -> None:
+        """The turn, held, now belongs to the calling thread (a stream resumed there)."""
+        with self._cond:
+            if self._owner is not None:
+                self._owner = threading.get_ident()
+
+    @contextmanager
+    def exclusive(self) -> Iterator[None]:
+        """The turn, or nothing when the calling thread holds it already (it is between two
+        steps of its own stream, so no decode runs)."""
+        if self.held_here():
+            yield
+            return
+        with self.turn():
+            yield
 
     @property
     def waiting(self) -> int:

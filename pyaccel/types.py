@@ -185,7 +185,7 @@ class Stats:
     decoded_tokens: int = 0  # tokens committed by decode steps (after the prefill's first token)
     target_forwards: int = 0
     drafted: int = 0
-    accepted: int = 0
+    accepted: int = 0  # draft tokens verification kept that are in the output (not past a stop)
     drafted_per_position: list[int] = field(default_factory=list)
     accepted_per_position: list[int] = field(default_factory=list)
     # Accepted draft tokens by the proposer whose candidate they were (auto mixes several).
@@ -249,7 +249,7 @@ class Result:
 
     text: str
     tokens: list[int]
-    finish_reason: str  # "stop" (EOS or a stop string), "length" (max_tokens or context full)
+    finish_reason: str  # "stop" (EOS or a stop string), "length" (max_tokens or context full), "cancelled"
     stats: Stats
 
     def to_dict(self) -> dict[str, Any]:

@@ -308,7 +308,9 @@ def test_request_validation_names_the_parameter() -> None:
     for extra, param in (({"top_k": 2**31}, "top_k"), ({"frequency_penalty": 0.5}, "frequency_penalty"),
                          ({"presence_penalty": 1}, "presence_penalty"), ({"logit_bias": {"1": 5}}, "logit_bias"),
                          ({"response_format": {"type": "json_object"}}, "response_format"),
-                         ({"functions": [{"name": "f"}]}, "functions")):
+                         ({"functions": [{"name": "f"}]}, "functions"),
+                         ({"max_tokens": "3"}, "max_tokens"), ({"max_tokens": True}, "max_tokens"),
+                         ({"seed": 1.5}, "seed")):
         with pytest.raises(ValidationError) as e:
             ChatRequest.model_validate({**hi, **extra})
         assert from_validation(e.value).param == param, extra
@@ -345,6 +347,7 @@ class _FakeGenerator:
         self.closed: list[list[int]] = []
 
     def stream(self, prompt: list[int], **options: Any) -> Iterator[Any]:
+        assert isinstance(options.get("cancel"), threading.Event)  # a cancelled job stops its prompt's evaluation
         try:
             for tok in prompt:
                 time.sleep(0.01)

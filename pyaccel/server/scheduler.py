@@ -54,6 +54,11 @@ class Job:
     def cancelled(self) -> bool:
         return self._cancelled.is_set()
 
+    @property
+    def cancel_event(self) -> threading.Event:
+        """Set when the job is cancelled: the generation it runs ends at its next prompt chunk or step."""
+        return self._cancelled
+
     def cancel(self) -> None:
         self._cancelled.set()
 
@@ -88,7 +93,7 @@ def execute(job: Job) -> None:
     """Run one job to its end or its cancellation (in the worker thread)."""
     # Generator.stream is a generator: closing it ends the generation cleanly.
     stream = cast(typing.Generator[str | Result, None, None],
-                  job.work.generator.stream(job.work.prompt, **job.work.options))
+                  job.work.generator.stream(job.work.prompt, cancel=job.cancel_event, **job.work.options))
     try:
         for item in stream:
             job.put(item)
