@@ -382,3 +382,14 @@ def test_scheduler_runs_in_order_and_refuses_when_full() -> None:
 
     texts, ran = asyncio.run(scenario())
     assert texts == ["00000", "22222"] and ran == [[0] * 5, [2] * 5]
+
+
+def test_a_sampling_value_out_of_range_names_its_parameter() -> None:
+    from pyaccel.server.app import Limits, _options
+    from pyaccel.server.errors import APIError
+    from pyaccel.server.schemas import ChatRequest
+
+    req = ChatRequest.model_validate({"model": "m", "messages": [{"role": "user", "content": "hi"}], "seed": -5})
+    with pytest.raises(APIError) as e:
+        _options(req, Limits(max_body_bytes=1000, max_prompt_tokens=10, max_tokens=10))
+    assert (e.value.status, e.value.param) == (400, "seed")

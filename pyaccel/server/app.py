@@ -116,6 +116,9 @@ def _generator(state: ServerState, model_id: str) -> Generator:
     return state.generators[model_id]
 
 
+SAMPLING_FIELDS = frozenset({"temperature", "top_k", "top_p", "min_p", "seed"})
+
+
 def _options(req: SamplingRequest, limits: Limits) -> dict[str, Any]:
     """Keyword arguments of Generator.stream; an unset max_tokens lets the answer run to
     the server's limit (the context at most)."""
@@ -126,8 +129,9 @@ def _options(req: SamplingRequest, limits: Limits) -> dict[str, Any]:
                               seed=req.seed)
     try:
         sampling.validate()
-    except (TypeError, ValueError) as exc:
-        raise invalid(str(exc)) from None
+    except (TypeError, ValueError) as exc:  # its message starts with the field's name
+        field_name = str(exc).split(" ", 1)[0]
+        raise invalid(str(exc), param=field_name if field_name in SAMPLING_FIELDS else None) from None
     return dict(max_tokens=req.max_tokens or limits.max_tokens, temperature=req.temperature, top_k=req.top_k,
                 top_p=req.top_p, min_p=req.min_p, seed=req.seed, stop=req.stops, cache_prompt=req.cache_prompt)
 
