@@ -24,6 +24,7 @@ import numpy as np
 
 from . import _core
 from .backend import LlamaBackend
+from .paths import file_lock
 from .progress import Progress
 from .registry import cache_dir
 
@@ -239,17 +240,28 @@ def save_json(path: Path, data: object) -> None:
 
 
 def load_decode_costs(path: Path) -> DecodeCosts | None:
-    """A full measurement saved at `path`, or None (absent or damaged: measured again)."""
+    """A full measurement saved at `path`, or None (absent, unreadable or damaged: measured
+    again). Damaged includes numbers no measurement gives: a time that is not a positive
+    finite number, or a sweep whose lengths do not match its sizes."""
     if not path.is_file():
         return None
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
-        return DecodeCosts(seconds=[float(s) for s in data["seconds"]], key=path.stem, depth=int(data["depth"]),
-                           sweep_depths=[int(d) for d in data["sweep_depths"]],
-                           sweep_sizes=[int(b) for b in data["sweep_sizes"]],
-                           sweep_seconds=[[float(s) for s in row] for row in data["sweep_seconds"]])
-    except (ValueError, KeyError, TypeError):
+        costs = DecodeCosts(seconds=[float(s) for s in data["seconds"]], key=path.stem, depth=int(data["depth"]),
+                            sweep_depths=[int(d) for d in data["sweep_depths"]],
+                            sweep_sizes=[int(b) for b in data["sweep_sizes"]],
+                            sweep_seconds=[[float(s) for s in row] for row in data["sweep_seconds"]])
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return None
+    return costs if _plausible(costs) else None
+
+
+def _plausible(costs: DecodeCosts) -> bool:
+    times = costs.seconds + [t for row in costs.sweep_seconds for t in row]
+    return (bool(costs.seconds) and all(math.isfinite(t) and t > 0 for t in times)
+            and len(costs.sweep_seconds) == len(costs.sweep_depths)
+            and all(len(row) == len(costs.sweep_sizes) for row in costs.sweep_seconds)
+            and all(1 <= b <= len(costs.seconds) for b in costs.sweep_sizes))
 
 
 def decode_costs(backend: LlamaBackend, *, max_batch: int = MAX_MEASURED_BATCH, remeasure: bool = False,
@@ -366,14 +378,16 @@ class CostSamples:
         its own since we read it) and adopt the merged cells."""
         if self.path is None:
             return
-        merged = load_cells(self.path)
-        for cell, new in self._unsaved.items():
-            merged[cell] = (merged.get(cell, []) + new)[-KEEP_SAMPLES:]
-        for cell, kept in self.cells.items():
-            merged.setdefault(cell, kept)
         try:
-            save_json(self.path, {"format": LEARNT_FORMAT, "cells": [[k, n, b, [float(f"{s:.6g}") for s in v]]
-                                                                      for (k, n, b), v in sorted(merged.items())]})
+            with file_lock(self.path):  # another process's read-merge-write waits: none is lost
+                merged = load_cells(self.path)
+                for cell, new in self._unsaved.items():
+                    merged[cell] = (merged.get(cell, []) + new)[-KEEP_SAMPLES:]
+                for cell, kept in self.cells.items():
+                    merged.setdefault(cell, kept)
+                save_json(self.path, {"format": LEARNT_FORMAT,
+                                      "cells": [[k, n, b, [float(f"{s:.6g}") for s in v]]
+                                                for (k, n, b), v in sorted(merged.items())]})
         except OSError as exc:
             warnings.warn(f"pyaccel could not save learnt decode costs to {self.path} ({exc}); they are relearnt "
                           "next run: set PYACCEL_HOME to a writable folder", stacklevel=2)

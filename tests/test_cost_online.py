@@ -15,7 +15,7 @@ import pyaccel
 from pyaccel import _core
 from pyaccel.cost_model import CURVE_REFRESH_SAMPLES, CostModel, conservative_fill, learnt_evidence
 from pyaccel.costs import (CALIBRATION_S, KEEP_SAMPLES, PREFILL, VERIFY, CostSamples, DecodeCosts, bucket_depth,
-                           depth_bucket, learnt_file, measure_decode_costs)
+                           depth_bucket, learnt_file, load_decode_costs, measure_decode_costs)
 
 # A CPU-like device: seconds of a verification of b tokens (every row's logits), and of a
 # prefill of b tokens (the last row's only: each output row costs OUT of one token's time).
@@ -129,6 +129,53 @@ def test_saves_merge_across_processes(tmp_path: Path) -> None:
     assert merged.cells[(VERIFY, 1, 0)] == [0.02, 0.025]
     assert (VERIFY, 2, 0) in merged.cells and (VERIFY, 4, 0) in merged.cells
     assert b.cells == merged.cells  # the saver adopts what others saved
+
+
+def _save_many(path: str, seed: int) -> None:
+    samples = CostSamples.load(Path(path))
+    for i in range(40):
+        samples.add(VERIFY, 100 + seed, 0, 0.01 + i * 1e-4)
+        samples.save()
+
+
+def test_processes_saving_at_once_lose_no_samples(tmp_path: Path) -> None:
+    """Each save is a read-merge-write under the file's lock: eight processes saving at
+    once (40 saves each) all find their cells in the file."""
+    import multiprocessing
+
+    path = tmp_path / "m.learnt.json"
+    ctx = multiprocessing.get_context("spawn")
+    procs = [ctx.Process(target=_save_many, args=(str(path), k)) for k in range(8)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(120)
+    assert all(p.exitcode == 0 for p in procs)
+    cells = CostSamples.load(path).cells
+    assert all(len(cells.get((VERIFY, 100 + k, 0), [])) == KEEP_SAMPLES for k in range(8))
+
+
+@pytest.mark.parametrize("change", [{"seconds": []}, {"seconds": [0.0, 0.1]}, {"seconds": [float("nan"), 0.1]},
+                                    {"seconds": [-1.0, 0.1]}, {"sweep_seconds": [[0.1]]}, {"sweep_sizes": [1, 9]}])
+def test_a_full_measurement_with_impossible_numbers_is_measured_again(tmp_path: Path, change: dict) -> None:
+    good = {"seconds": [0.05, 0.08], "depth": 1024, "sweep_depths": [128], "sweep_sizes": [1, 2],
+            "sweep_seconds": [[0.04, 0.07]]}
+    path = tmp_path / "m.json"
+    path.write_text(json.dumps(good), encoding="utf-8")
+    assert load_decode_costs(path) is not None
+    path.write_text(json.dumps({**good, **change}), encoding="utf-8")
+    assert load_decode_costs(path) is None
+
+
+def test_an_unreadable_full_measurement_is_measured_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = tmp_path / "m.json"
+    path.write_text("{}", encoding="utf-8")
+
+    def refused(self: Path, *args: object, **kwargs: object) -> str:
+        raise PermissionError(13, "Permission denied", str(self))  # a file of mode 000 (root reads any)
+
+    monkeypatch.setattr(Path, "read_text", refused)
+    assert load_decode_costs(path) is None
 
 
 def test_damaged_file_is_relearnt(tmp_path: Path) -> None:
@@ -253,7 +300,7 @@ def test_fresh_cache_answers_about_as_soon_as_plain(gemma_path: Path, fresh_cost
     print(f"\nfirst token: plain {plain:.2f}s, lookup on a fresh cost cache {fresh:.2f}s")
     limit = plain + CALIBRATION_S + FIRST_TOKEN_MARGIN_S + OVERRUN_DECODES * plain
     assert fresh <= limit, f"first token after {fresh:.1f}s, plain {plain:.1f}s"
-    written = os.listdir(fresh_costs / "costs")
+    written = [f for f in os.listdir(fresh_costs / "costs") if not f.endswith(".lock")]  # lock: the saves'
     assert len(written) == 1 and written[0].endswith(".learnt.json"), written  # no full measurement
 
 
