@@ -72,6 +72,27 @@ def test_dynamic_cache_persists_across_drafters(gemma: pyaccel.Model, tmp_path: 
     assert warm.stats.accepted > fresh.stats.accepted, "the reloaded cache should predict the repeat"
 
 
+def test_two_drafters_saving_one_dynamic_cache_keep_both_generations() -> None:
+    """Two drafters (two processes, say) that loaded the same file: each save merges its
+    generation into what the file holds then, so neither overwrites the other's."""
+    import tempfile
+
+    from pyaccel.types import SamplingConfig
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "dynamic.ngc"
+        a, b = (ngram.NgramCacheDrafter(dynamic_path=path, length=2) for _ in range(2))
+        for drafter in (a, b):
+            assert len(drafter.dynamic_cache) == 0  # loaded, as bind() does, before either saved
+        runs = {a: list(range(100, 140)), b: list(range(500, 540))}
+        for drafter, tokens in runs.items():
+            drafter.begin(tokens, SamplingConfig())
+            drafter.end()
+        saved = _core.NgramCache.load(str(path))
+        for tokens in runs.values():
+            assert saved.counts(tokens[:2]), "a generation's n-grams were lost"
+
+
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "pyaccel", *args], capture_output=True, text=True, timeout=120)
 

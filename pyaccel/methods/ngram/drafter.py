@@ -23,7 +23,7 @@ import numpy as np
 
 from ... import _core
 from ...cost_model import CostModel
-from ...paths import check_file_path
+from ...paths import check_file_path, file_lock
 from ...types import Draft, SamplingConfig
 from ..candidate import Candidate
 from ..base import Proposer
@@ -199,7 +199,14 @@ class NgramCacheDrafter(Proposer):
         self._shadows.clear()
         if self._context is None:
             return
-        self.dynamic_cache.merge(self._context)
-        self._context = None
-        if self.dynamic_path is not None:
+        context, self._context = self._context, None
+        if self.dynamic_path is None:
+            self.dynamic_cache.merge(context)
+            return
+        # Other processes may save the same file: under its lock, this generation is merged
+        # into what the file holds now, not into what it held when this drafter loaded it.
+        with file_lock(self.dynamic_path):
+            if self.dynamic_path.exists():
+                self._dynamic = load_cache(self.dynamic_path)
+            self.dynamic_cache.merge(context)
             save_cache(self.dynamic_cache, self.dynamic_path)
