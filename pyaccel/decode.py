@@ -36,7 +36,7 @@ from .backend import Detokenizer, LlamaBackend
 from .errors import ContextOverflowError, ModelOutputError, ProposerFailedWarning
 from .kvcache import PrefillCancelled, TargetCache
 from .stops import StopMatcher
-from .types import Draft, Result, SamplingConfig, Stats, StepOutcome
+from .types import CANCELLED, Draft, Result, SamplingConfig, Stats, StepOutcome
 
 if TYPE_CHECKING:
     from .methods.base import Proposer
@@ -54,10 +54,6 @@ class Request:
     cache_prompt: bool = True
     # Set from any thread: the generation ends before its next prompt chunk or decode step.
     cancel: threading.Event | None = None
-
-
-# Result.finish_reason of a generation whose Request.cancel was set.
-CANCELLED = "cancelled"
 
 
 def sampling_params(s: SamplingConfig) -> _core.SamplingParams:
@@ -152,7 +148,8 @@ def check_draft(draft: Draft, budget: int, n_vocab: int, name: str, room: int | 
                          f"the draft {len(draft)}")
     toks = draft.tokens if draft.aux is None else np.concatenate((draft.tokens, draft.aux.tokens))
     if toks.size and (int(toks.min()) < 0 or int(toks.max()) >= n_vocab):
-        raise ValueError(f"proposer {name!r} drafted token ids outside the vocabulary 0..{n_vocab - 1}")
+        raise ValueError(f"proposer {name!r} drafted token ids outside the vocabulary 0..{n_vocab - 1} (an n-gram "
+                         "cache built with another model's tokenizer does this: rebuild it with this model)")
     aux = draft.aux
     if aux is not None and (len(aux.offsets) != len(aux) or len(aux.seqs) != len(aux)
                             or aux.outputs is not None and aux.outputs.shape != (len(aux),)):
@@ -248,14 +245,19 @@ def _step(backend: LlamaBackend, cache: TargetCache, proposer: "Proposer", st: _
     n_past = len(st.history) - 1
     root = st.history[-1]
     td = time.perf_counter()
-    if budget > 0 and not st.failed:
-        draft = _guarded(proposer, st, proposer.propose, st.history, budget)
-        if st.failed:  # it failed just now
-            draft = Draft.empty()
-    else:
-        draft = Draft.empty()
     room = min(backend.n_ctx - n_past - 1, backend.max_batch - 1)
-    check_draft(draft, budget, backend.n_vocab, proposer.name, room)
+
+    def checked_draft() -> Draft:
+        draft = proposer.propose(st.history, budget)
+        check_draft(draft, budget, backend.n_vocab, proposer.name, room)
+        return draft
+
+    draft = Draft.empty()
+    if budget > 0 and not st.failed:
+        # A malformed draft of a built-in method falls back to plain decoding as its failure does.
+        proposed = _guarded(proposer, st, checked_draft)
+        if proposed is not None and not st.failed:  # it did not fail just now
+            draft = proposed
     te = time.perf_counter()
     p = _evaluate(backend, root, draft, n_past)
     tv = time.perf_counter()
@@ -309,8 +311,9 @@ def _model_output(draft: Draft | None) -> Iterator[None]:
     except ValueError as exc:
         if "target_logits" in str(exc) and "NaN or inf" in str(exc) or draft is None and "NaN" in str(exc):
             raise ModelOutputError(
-                "the model produced NaN or inf logits; the model file may be damaged or the llama.cpp "
-                f"build faulty for this device (try n_gpu_layers=0, or another quantisation): {exc}"
+                "the model produced NaN or inf logits: the model file may be damaged (a registry model: "
+                "`pyaccel models pull NAME --force` fetches it again) or the llama.cpp build faulty for this "
+                "device (try n_gpu_layers=0, or another quantisation)"
             ) from None
         raise
 

@@ -138,6 +138,20 @@ def test_a_failing_builtin_method_warns_and_the_generation_goes_on_plainly(
     assert again.stats.drafted > 0
 
 
+def test_a_builtin_methods_malformed_draft_is_its_failure_not_the_answers(
+        gemma: pyaccel.Model, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A draft outside the vocabulary (an n-gram cache made with another tokenizer) from a
+    built-in method: a warning and plain decoding, as for any failure of one."""
+    prompt = "a = [1, 2, 3, 4, 5, 6, 7, 8]\nb = [1, 2, 3, 4, 5, 6, 7, 8]\nc = [1, 2,"
+    gen = pyaccel.Generator(gemma, "lookup")
+    monkeypatch.setattr(type(gen.method), "propose",
+                        lambda self, tokens, budget: Draft.chain([gemma.n_vocab + 5]))
+    with pytest.warns(pyaccel.ProposerFailedWarning, match="outside the vocabulary"):
+        got = gen.generate(prompt, max_tokens=N_TOKENS)
+    want = pyaccel.Generator(gemma, "plain").generate(prompt, max_tokens=N_TOKENS).tokens
+    assert_greedy_equivalent(gemma, gemma.tokenize(prompt), want, got.tokens)
+
+
 def test_a_users_own_proposer_that_fails_raises(gemma: pyaccel.Model) -> None:
     class Broken(pyaccel.Proposer):
         name = "broken"
