@@ -112,12 +112,31 @@ def test_ctrl_c_twice_and_ctrl_d_exit(gemma_path: Path) -> None:
     assert child.exitstatus == 0
 
 
+def _piped(text: str, n_ctx: int = 1024, max_tokens: int = 6) -> subprocess.CompletedProcess[str]:
+    """`pyaccel chat` with `text` piped in (greedy, plain decoding); it must exit 0."""
+    cmd = [sys.executable, "-m", "pyaccel", "chat", "-m", "gemma-3-270m", "--n-ctx", str(n_ctx), "--threads", "1",
+           "--max-tokens", str(max_tokens), "--method", "plain", "--temperature", "0"]
+    run = subprocess.run(cmd, input=text, capture_output=True, text=True, timeout=TIMEOUT_S)
+    assert run.returncode == 0, run.stderr
+    return run
+
+
 def test_piped_in_the_output_holds_only_the_answers(gemma_path: Path) -> None:
     """`pyaccel chat < questions.txt > answers.txt`: no prompts in the answers."""
-    cmd = [sys.executable, "-m", "pyaccel", "chat", "-m", "gemma-3-270m", "--n-ctx", "1024", "--threads", "1",
-           "--max-tokens", "6", "--method", "plain", "--temperature", "0"]
-    run = subprocess.run(cmd, input="Name a colour.\nName a fruit.\n", capture_output=True, text=True,
-                         timeout=TIMEOUT_S)
-    assert run.returncode == 0, run.stderr
+    run = _piped("Name a colour.\nName a fruit.\n")
     assert ">>> " not in run.stdout and len(STATS.findall(run.stderr)) == 2
     assert run.stdout.strip()
+
+
+def test_a_refused_message_costs_no_earlier_turn(gemma_path: Path) -> None:
+    """A message too long for the context is refused; the turns before it stay in the chat
+    (they were trimmed to make room for it, and lost, before)."""
+    run = _piped("\n".join(["My name is Ada.", "word " * 400, "What is my name?"]) + "\n", n_ctx=256, max_tokens=4)
+    assert "pyaccel: error:" in run.stderr and "history trimmed" not in run.stderr
+    first, last = [int(m[3]) for m in STATS.findall(run.stderr)]
+    assert last > first + 8  # the last prompt holds the first question and its answer
+
+
+def test_input_that_ends_inside_a_block_still_sends_the_block(gemma_path: Path) -> None:
+    run = _piped('Name a colour.\n"""\nName a fruit.\n', max_tokens=4)
+    assert len(STATS.findall(run.stderr)) == 2

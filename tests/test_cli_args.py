@@ -23,6 +23,7 @@ def _pyaccel(*args: str) -> subprocess.CompletedProcess[str]:
     (("generate", "--method", "lookup:max_draft=abc", "hi"), "max_draft must be an integer, got 'abc'"),
     (("generate", "--method", "lookup:max_draft", "hi"), "needs the form key=value"),
     (("generate", "--bogus", "hi"), "pyaccel generate: error: unrecognized arguments: --bogus"),
+    (("generate", "--chat", "  "), "the prompt is empty"),
     (("models",), "pyaccel models: error: the following arguments are required: COMMAND"),
 ])
 def test_argument_errors_say_what_is_wrong_before_a_model_loads(args: tuple[str, ...], message: str) -> None:

@@ -22,7 +22,7 @@ from typing import Any, Iterator, TextIO, cast
 from ..errors import PyaccelError
 from ..generator import Generator
 from ..model import Model
-from ..types import Result, Stats
+from ..types import CANCELLED, Result, Stats
 from .args import (add_method_args, add_model_args, add_sampling_args, add_stop_arg, check_sampling_args,
                    make_method_from_args, open_model)
 
@@ -90,15 +90,20 @@ class Session:
         return head + self.messages
 
     def prompt(self) -> tuple[list[int], int]:
-        """Tokens of the chat so far and how many old turns were dropped to leave room for the answer."""
+        """Tokens of the chat so far, and how many of the oldest turns (a question and its
+        answer each) they leave out to leave room for the answer. The history itself is
+        trimmed only once the answer came (`drop`): a refused message costs no turns."""
         room = int(self.model.n_ctx * (1.0 - ANSWER_ROOM))
         dropped = 0
         tokens = self.model.chat_prompt(self.chat())
-        while len(tokens) > room and len(self.messages) > 2:
-            del self.messages[:2]  # the oldest question and its answer
+        while len(tokens) > room and len(self.messages) - 2 * dropped > 2:
             dropped += 1
-            tokens = self.model.chat_prompt(self.chat())
+            head = [{"role": "system", "content": self.system}] if self.system else []
+            tokens = self.model.chat_prompt(head + self.messages[2 * dropped:])
         return tokens, dropped
+
+    def drop(self, turns: int) -> None:
+        del self.messages[: 2 * turns]
 
 
 @contextlib.contextmanager
@@ -124,7 +129,10 @@ def _read_block(first: str, tty: bool) -> str:
         return rest.rstrip()[: -len(BLOCK)]
     lines = [rest] if rest else []
     while True:
-        line = input(MORE if tty else "")
+        try:
+            line = input(MORE if tty else "")
+        except EOFError:  # the input ended inside the block: it closes the block
+            return "\n".join(lines).rstrip("\n")
         if line.rstrip().endswith(BLOCK):
             lines.append(line.rstrip()[: -len(BLOCK)])
             return "\n".join(lines).rstrip("\n")
@@ -149,11 +157,13 @@ def _stream_answer(session: Session, prompt: list[int], out: TextIO,
     pieces: list[str] = []
     result = None
     # Generator.stream is a generator: closing it ends the generation cleanly.
-    stream = cast(typing.Generator[str | Result, None, None], session.gen.stream(prompt, **session.options))
+    # `stop` also cancels the generation itself: a long prompt's evaluation ends at its next chunk
+    stream = cast(typing.Generator[str | Result, None, None],
+                  session.gen.stream(prompt, cancel=stop, **session.options))
     try:
         for item in stream:
             if isinstance(item, Result):
-                result = item
+                result = None if item.finish_reason == CANCELLED else item
                 break
             out.write(item)
             out.flush()
@@ -185,8 +195,6 @@ def answer(session: Session, text: str, out: TextIO, err: TextIO, stop: threadin
         session.messages.pop()
         print(f"pyaccel: error: {exc}", file=err)
         return False
-    if dropped:
-        print(f"[history trimmed: the {dropped} oldest turns no longer fit the context]", file=err)
     t0 = time.perf_counter()
     try:
         reply, result = _stream_answer(session, prompt, out, stop)
@@ -194,6 +202,9 @@ def answer(session: Session, text: str, out: TextIO, err: TextIO, stop: threadin
         session.messages.pop()
         print(f"pyaccel: error: {exc}", file=err)
         return False
+    if dropped:
+        session.drop(dropped)
+        print(f"[history trimmed: the {dropped} oldest turns no longer fit the context]", file=err)
     session.messages.append({"role": "assistant", "content": reply})
     if result is None:
         session.totals.stopped += 1

@@ -186,6 +186,8 @@ def _cmd_generate(args: argparse.Namespace) -> int:
     from ..generator import Generator
 
     prompt = sys.stdin.read() if args.prompt == "-" else args.prompt
+    if not prompt or args.chat and not prompt.strip():
+        raise ValueError("the prompt is empty: give the text to continue (or, with --chat, to answer)")
     check_sampling_args(args)
     method = make_method_from_args(args)
     model = open_model(args)
