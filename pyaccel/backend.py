@@ -355,7 +355,8 @@ class LlamaBackend:
             data = text.encode("utf-8")
         except UnicodeEncodeError as exc:
             raise ValueError(f"the text holds {text[exc.start:exc.end]!r} at index {exc.start}, a lone surrogate "
-                             "that UTF-8 cannot encode: pass valid Unicode text") from None
+                             "that UTF-8 cannot encode (bytes that were not UTF-8, read as text, show so): "
+                             "pass valid Unicode text, or save the input as UTF-8") from None
         cap = len(data) + 16
         buf = (llama_cpp.llama_token * cap)()
         n = llama_cpp.llama_tokenize(self._vocab, data, len(data), buf, cap, add_special, parse_special)

@@ -211,7 +211,9 @@ class Stats:
 
     @property
     def tokens_per_s(self) -> float:
-        return self.new_tokens / self.decode_s if self.decode_s > 0 else 0.0
+        """Decode speed: the tokens of the decode steps over their time (the first token
+        comes from the prefill, in prefill_s); 0.0 when no step ran."""
+        return self.decoded_tokens / self.decode_s if self.decoded_tokens and self.decode_s > 0 else 0.0
 
     @property
     def overhead_s(self) -> float:
@@ -239,6 +241,10 @@ class Stats:
             overhead_s=self.overhead_s,
         )
         return out
+
+
+# Result.finish_reason of a generation whose `cancel` event was set.
+CANCELLED = "cancelled"
 
 
 @dataclass

@@ -65,7 +65,9 @@ def test_stream_pieces_add_up_to_the_result(gemma: pyaccel.Model) -> None:
     assert result.finish_reason == "length" and len(result.tokens) == 20
     s = result.stats
     assert s.new_tokens == 20 and s.target_forwards == 19 and s.tau == pytest.approx(1.0)
-    assert s.prefill_s > 0 and s.decode_s > 0 and s.tokens_per_s > 0
+    assert s.prefill_s > 0 and s.decode_s > 0 and s.tokens_per_s == pytest.approx(19 / s.decode_s)
+    one = pyaccel.Generator(gemma, "plain").generate("Once upon a time", max_tokens=1).stats
+    assert one.decoded_tokens == 0 and one.tokens_per_s == 0.0  # no decode step: no decode speed
 
 
 def test_stop_string_ends_generation(gemma: pyaccel.Model) -> None:
