@@ -19,6 +19,7 @@ import contextlib
 import ctypes
 import os
 import sys
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterator, Sequence
@@ -47,7 +48,7 @@ import llama_cpp  # noqa: E402  (after the spin count above)
 from llama_cpp import _logger as llama_logger  # noqa: E402
 from llama_cpp.llama_chat_format import Jinja2ChatFormatter  # noqa: E402
 
-from .errors import ContextOverflowError, ModelLoadError  # noqa: E402
+from .errors import ContextOverflowError, ModelLoadError, PrefillCancelled  # noqa: E402
 
 GGUF_MAGIC = b"GGUF"
 
@@ -291,8 +292,10 @@ class LlamaBackend:
             llama_cpp.llama_set_embeddings(self._ctx, True)
             self._hidden_on = True
 
-    def prefill(self, tokens: Sequence[int], start_pos: int) -> None:
-        """Evaluate a long run of tokens in chunks of `max_batch`; the last token's logits are kept."""
+    def prefill(self, tokens: Sequence[int], start_pos: int, cancel: threading.Event | None = None) -> None:
+        """Evaluate a long run of tokens in chunks of `max_batch`; the last token's logits are
+        kept. `cancel`, once set, raises PrefillCancelled before the next chunk (the chunks
+        evaluated stay in the cache, for the caller to remove)."""
         tok = np.asarray(tokens, dtype=np.int32)
         if start_pos + len(tok) > self.n_ctx:
             raise ContextOverflowError(
@@ -301,6 +304,8 @@ class LlamaBackend:
             )
         step = self.max_batch
         for lo in range(0, len(tok), step):
+            if cancel is not None and cancel.is_set():
+                raise PrefillCancelled()
             chunk = tok[lo : lo + step]
             pos = np.arange(start_pos + lo, start_pos + lo + len(chunk), dtype=np.int32)
             self.decode(chunk, pos)

@@ -33,8 +33,8 @@ import numpy as np
 
 from . import _core
 from .backend import Detokenizer, LlamaBackend
-from .errors import ContextOverflowError, ModelOutputError, ProposerFailedWarning
-from .kvcache import PrefillCancelled, TargetCache
+from .errors import ContextOverflowError, ModelOutputError, PrefillCancelled, ProposerFailedWarning
+from .kvcache import TargetCache
 from .stops import StopMatcher
 from .types import CANCELLED, Draft, Result, SamplingConfig, Stats, StepOutcome
 
@@ -320,7 +320,7 @@ def _model_output(draft: Draft | None) -> Iterator[None]:
 
 def check_request(backend: LlamaBackend, req: Request) -> None:
     """A request the backend can serve; TypeError, ValueError or ContextOverflowError naming
-    what is wrong (made by `run` too, before anything decodes)."""
+    what is wrong. Made before `run`, so that a stream's errors come when it is created."""
     if not req.prompt:
         raise ValueError("the prompt is empty: give at least one token of text")
     if isinstance(req.max_tokens, bool) or not isinstance(req.max_tokens, (int, np.integer)):
@@ -339,8 +339,8 @@ def check_request(backend: LlamaBackend, req: Request) -> None:
 
 
 def run(backend: LlamaBackend, cache: TargetCache, proposer: "Proposer", req: Request) -> Iterator[str | Result]:
-    """Generate for `req`, yielding text pieces as they are committed and finally the Result."""
-    check_request(backend, req)
+    """Generate for `req`, yielding text pieces as they are committed and finally the Result.
+    `req` is one `check_request` passed (Generator.stream checks it when it is called)."""
     st = _State(req, _Emitter(backend, req), sampling_params(req.sampling), new_rng(req.sampling.seed),
                 list(req.prompt), Stats(prompt_tokens=len(req.prompt)))
     if req.max_tokens == 0:

@@ -31,6 +31,11 @@ class ModelOutputError(PyaccelError, ValueError):
     """The model produced something unusable (NaN or inf logits)."""
 
 
+class PrefillCancelled(Exception):
+    """A prompt's evaluation was cancelled (its `cancel` event set) between two chunks; the
+    decode loop turns it into a Result with finish_reason "cancelled"."""
+
+
 class ProposerFailedWarning(UserWarning):
     """A built-in method failed inside a generation (a bug in pyaccel): the generation went
     on with plain decoding, so its output is still the model's own."""

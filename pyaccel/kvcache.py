@@ -12,6 +12,8 @@ import threading
 import time
 from typing import TYPE_CHECKING, Protocol, Sequence
 
+from .errors import PrefillCancelled
+
 if TYPE_CHECKING:
     from .backend import LlamaBackend
 
@@ -23,10 +25,6 @@ class DecodeRecorder(Protocol):
     def on_decode(self, tokens: int, depth: int, seconds: float) -> None: ...
     def on_prefill(self, tokens: int, depth: int, seconds: float) -> None: ...
     def on_generation_end(self) -> None: ...
-
-
-class PrefillCancelled(Exception):
-    """A prompt's evaluation was cancelled (its `cancel` event set) between two chunks."""
 
 
 def common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
@@ -67,7 +65,14 @@ class TargetCache:
         t0 = time.perf_counter()
         split = self.backend.config.embeddings and len(prompt) - common > 1
         try:
-            self._evaluate(prompt, common, split, cancel)
+            if split:
+                # With hidden states on, llama.cpp projects every row onto the vocabulary: only
+                # the last token's rows are read, so the rest is evaluated without them.
+                with self.backend.hidden_states_off():
+                    self.backend.prefill(prompt[common:-1], start_pos=common, cancel=cancel)
+                self.backend.prefill(prompt[-1:], start_pos=len(prompt) - 1, cancel=cancel)
+            else:
+                self.backend.prefill(prompt[common:], start_pos=common, cancel=cancel)
         except PrefillCancelled:
             self.truncate(common)  # the chunks evaluated so far are not recorded: drop them
             raise
@@ -77,27 +82,6 @@ class TargetCache:
             self.recorder.on_prefill(len(prompt) - common, common, time.perf_counter() - t0)
         self._tokens = list(prompt)
         return common
-
-    def _evaluate(self, prompt: Sequence[int], common: int, split: bool, cancel: threading.Event | None) -> None:
-        if split:
-            # With hidden states on, llama.cpp projects every row onto the vocabulary: only
-            # the last token's rows are read, so the rest is evaluated without them.
-            with self.backend.hidden_states_off():
-                self._chunks(prompt[common:-1], common, cancel)
-            self._chunks(prompt[-1:], len(prompt) - 1, cancel)
-        else:
-            self._chunks(prompt[common:], common, cancel)
-
-    def _chunks(self, tokens: Sequence[int], start: int, cancel: threading.Event | None) -> None:
-        """`tokens` from position `start`, a batch at a time, `cancel` checked before each."""
-        if cancel is None:
-            self.backend.prefill(tokens, start_pos=start)
-            return
-        step = self.backend.max_batch
-        for lo in range(0, len(tokens), step):
-            if cancel.is_set():
-                raise PrefillCancelled()
-            self.backend.prefill(tokens[lo:lo + step], start_pos=start + lo)
 
     def note_decode(self, tokens: int, seconds: float) -> None:
         """The decode loop evaluated `tokens` behind what is recorded, in `seconds`."""

@@ -42,17 +42,13 @@ def leftovers(folder: Path) -> list[Path]:
     return out
 
 
-def remove_leftovers(folder: Path) -> int:
-    """Remove `leftovers(folder)`; returns how many bytes that freed."""
-    freed = 0
+def remove_leftovers(folder: Path) -> None:
+    """Remove `leftovers(folder)`."""
     for entry in leftovers(folder):
-        files = [entry] if entry.is_file() else [p for p in entry.rglob("*") if p.is_file()]
-        freed += sum(p.stat().st_size for p in files)
         if entry.is_dir():
             shutil.rmtree(entry, ignore_errors=True)
         else:
             entry.unlink(missing_ok=True)
-    return freed
 
 
 @contextmanager

@@ -85,9 +85,11 @@ class Session:
     messages: list[dict[str, str]] = field(default_factory=list)
     totals: Totals = field(default_factory=Totals)
 
-    def chat(self) -> list[dict[str, str]]:
+    def chat(self, dropped: int = 0) -> list[dict[str, str]]:
+        """The messages to answer: the system prompt, then the history less its `dropped`
+        oldest turns (a question and its answer each)."""
         head = [{"role": "system", "content": self.system}] if self.system else []
-        return head + self.messages
+        return head + self.messages[2 * dropped:]
 
     def prompt(self) -> tuple[list[int], int]:
         """Tokens of the chat so far, and how many of the oldest turns (a question and its
@@ -98,8 +100,7 @@ class Session:
         tokens = self.model.chat_prompt(self.chat())
         while len(tokens) > room and len(self.messages) - 2 * dropped > 2:
             dropped += 1
-            head = [{"role": "system", "content": self.system}] if self.system else []
-            tokens = self.model.chat_prompt(head + self.messages[2 * dropped:])
+            tokens = self.model.chat_prompt(self.chat(dropped))
         return tokens, dropped
 
     def drop(self, turns: int) -> None:
