@@ -2,8 +2,8 @@
 
 It wraps llama-cpp-python's low-level API: one model and one context per `LlamaBackend`,
 decoding of batches in which every token has its own position, sequence ids and logits
-flag, zero-copy logits rows, KV-cache operations, tokenization, incremental
-detokenization and the GGUF chat template.
+flag, zero-copy logits rows, KV-cache operations, tokenization (also of a file's
+vocabulary alone) and the GGUF chat template.
 
 The batch is our own memory (numpy arrays that a `llama_batch` struct points into), so
 filling it is a few vectorised numpy assignments rather than a Python loop per token:
@@ -14,15 +14,15 @@ filling it is a few vectorised numpy assignments rather than a Python loop per t
 
 from __future__ import annotations
 
-import codecs
 import contextlib
 import ctypes
+import functools
 import os
 import sys
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterator, Sequence
+from typing import Callable, Iterator, Sequence, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -48,6 +48,7 @@ import llama_cpp  # noqa: E402  (after the spin count above)
 from llama_cpp import _logger as llama_logger  # noqa: E402
 from llama_cpp.llama_chat_format import Jinja2ChatFormatter  # noqa: E402
 
+from . import vocab  # noqa: E402
 from .errors import ContextOverflowError, ModelLoadError, PrefillCancelled  # noqa: E402
 
 GGUF_MAGIC = b"GGUF"
@@ -122,7 +123,148 @@ def check_gguf_file(path: Path) -> None:
         )
 
 
-class LlamaBackend:
+V = TypeVar("V", bound="Vocabulary")
+
+
+class Vocabulary:
+    """A model's tokenizer: tokenization, token pieces and attributes, GGUF metadata.
+    `LlamaBackend` has one with its weights and context; `VocabularyFile` reads one alone."""
+
+    path: Path
+    _model: object
+    _vocab: object
+
+    def _set_vocab(self, model: object) -> None:
+        self._model = model
+        self._vocab = llama_cpp.llama_model_get_vocab(model)
+        self.n_vocab = int(llama_cpp.llama_vocab_n_tokens(self._vocab))
+        # Rendered pieces already asked for, plain and special (a dict read costs a fraction
+        # of the llama.cpp call, which the proposers and the streaming make every step).
+        self._pieces: tuple[dict[int, bytes], dict[int, bytes]] = ({}, {})
+        self._control: dict[int, bool] = {}  # is_control's answers
+
+    def close(self) -> None:
+        if self._model is not None:
+            llama_cpp.llama_model_free(self._model)
+            self._model = None
+
+    def __enter__(self: V) -> V:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        self.close()
+
+    def _require_open(self) -> None:
+        if self._model is None:
+            raise RuntimeError("this model has been closed; create a new one")
+
+    def tokenize(self, text: str, add_special: bool = True, parse_special: bool = True) -> list[int]:
+        self._require_open()
+        try:
+            data = text.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise ValueError(f"the text holds {text[exc.start:exc.end]!r} at index {exc.start}, a lone surrogate "
+                             "that UTF-8 cannot encode (bytes that were not UTF-8, read as text, show so): "
+                             "pass valid Unicode text, or save the input as UTF-8") from None
+        cap = len(data) + 16
+        buf = (llama_cpp.llama_token * cap)()
+        n = llama_cpp.llama_tokenize(self._vocab, data, len(data), buf, cap, add_special, parse_special)
+        if n < 0:
+            cap = -n
+            buf = (llama_cpp.llama_token * cap)()
+            n = llama_cpp.llama_tokenize(self._vocab, data, len(data), buf, cap, add_special, parse_special)
+        return list(buf[:n])
+
+    def token_bytes(self, token: int, special: bool = False) -> bytes:
+        self._require_open()
+        cache = self._pieces[special]
+        piece = cache.get(token)
+        if piece is None:
+            piece = cache[token] = self._render(token, special)
+        return piece
+
+    def _render(self, token: int, special: bool) -> bytes:
+        buf = ctypes.create_string_buffer(64)
+        n = llama_cpp.llama_token_to_piece(self._vocab, token, buf, 64, 0, special)
+        if n < 0:
+            buf = ctypes.create_string_buffer(-n)
+            n = llama_cpp.llama_token_to_piece(self._vocab, token, buf, -n, 0, special)
+        return buf.raw[:n]
+
+    def token_text(self, token: int) -> bytes:
+        """The raw vocabulary entry (as llama.cpp compares vocabularies), not the rendered piece."""
+        self._require_open()
+        return llama_cpp.llama_vocab_get_text(self._vocab, token) or b""
+
+    def is_control(self, token: int) -> bool:
+        """Is `token` one that llama.cpp parses out of text only with parse_special=True?"""
+        known = self._control.get(token)
+        if known is None:
+            self._require_open()
+            mask = llama_cpp.LLAMA_TOKEN_ATTR_CONTROL | llama_cpp.LLAMA_TOKEN_ATTR_UNKNOWN
+            known = self._control[token] = bool(llama_cpp.llama_vocab_get_attr(self._vocab, token) & mask)
+        return known
+
+    @functools.cached_property
+    def vocab_fingerprint(self) -> int:
+        """`vocab.fingerprint` of this model's vocabulary, computed once (a fraction of a second)."""
+        self._require_open()
+        return vocab.fingerprint(self)
+
+    def detokenize(self, tokens: Sequence[int]) -> str:
+        return b"".join(self.token_bytes(t) for t in tokens).decode("utf-8", errors="replace")
+
+    def is_eog(self, token: int) -> bool:
+        return bool(llama_cpp.llama_vocab_is_eog(self._vocab, token))
+
+    @property
+    def bos(self) -> int:
+        return int(llama_cpp.llama_vocab_bos(self._vocab))
+
+    @property
+    def eos(self) -> int:
+        return int(llama_cpp.llama_vocab_eos(self._vocab))
+
+    @property
+    def add_bos(self) -> bool:
+        return bool(llama_cpp.llama_vocab_get_add_bos(self._vocab))
+
+    def metadata(self, key: str) -> str | None:
+        self._require_open()
+        buf = ctypes.create_string_buffer(1 << 16)
+        n = llama_cpp.llama_model_meta_val_str(self._model, key.encode(), buf, len(buf))
+        if n < 0:
+            return None
+        if n >= len(buf):
+            buf = ctypes.create_string_buffer(n + 1)
+            llama_cpp.llama_model_meta_val_str(self._model, key.encode(), buf, len(buf))
+        return buf.value.decode("utf-8", errors="replace")
+
+
+
+class VocabularyFile(Vocabulary):
+    """The vocabulary of a GGUF file alone (no weights, no context: milliseconds to open),
+    for checks such as whether a draft model shares a target's tokenizer."""
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = Path(path)
+        self._model = None
+        check_gguf_file(self.path)
+        llama_cpp.llama_backend_init()
+        mparams = llama_cpp.llama_model_default_params()
+        mparams.vocab_only = True
+        model = llama_cpp.llama_model_load_from_file(os.fsencode(self.path), mparams)
+        if not model:
+            raise ModelLoadError(f"llama.cpp could not read the vocabulary of {self.path}: the file may be "
+                                 "truncated or corrupted (a registry model is fetched again by "
+                                 "`pyaccel models pull NAME --force`)")
+        self._set_vocab(model)
+
+
+class LlamaBackend(Vocabulary):
     """One llama.cpp model and context. Use as a context manager or call `close()`."""
 
     def __init__(self, path: str | os.PathLike[str], config: ContextConfig = ContextConfig()) -> None:
@@ -133,9 +275,6 @@ class LlamaBackend:
         # Tests inject faults here: applied to every logits view before anyone reads it.
         self.logits_hook: Callable[[npt.NDArray[np.float32]], npt.NDArray[np.float32]] | None = None
         self._formatter: Jinja2ChatFormatter | None = None  # compiled once: ~50 ms a compile
-        # Rendered pieces already asked for, plain and special (a dict read costs a fraction
-        # of the llama.cpp call, which the proposers and the streaming make every step).
-        self._pieces: tuple[dict[int, bytes], dict[int, bytes]] = ({}, {})
         check_gguf_file(self.path)
         _set_llama_log(config.verbose)
         llama_cpp.llama_backend_init()
@@ -157,9 +296,7 @@ class LlamaBackend:
                 "of an architecture this llama-cpp-python does not know (verbose=True, or --verbose, shows why; "
                 "a registry model is fetched again by `pyaccel models pull NAME --force`)"
             )
-        self._model = model
-        self._vocab = llama_cpp.llama_model_get_vocab(model)
-        self.n_vocab = int(llama_cpp.llama_vocab_n_tokens(self._vocab))
+        self._set_vocab(model)
         self.n_embd = int(llama_cpp.llama_model_n_embd(model))
         self.n_ctx_train = int(llama_cpp.llama_model_n_ctx_train(model))
         # llama.cpp aborts the process when a batch (n_batch, clamped to n_ctx) has room for
@@ -199,18 +336,7 @@ class LlamaBackend:
         if self._ctx is not None:
             llama_cpp.llama_free(self._ctx)
             self._ctx = None
-        if self._model is not None:
-            llama_cpp.llama_model_free(self._model)
-            self._model = None
-
-    def __enter__(self) -> "LlamaBackend":
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def __del__(self) -> None:
-        self.close()
+        super().close()
 
     @property
     def closed(self) -> bool:
@@ -352,75 +478,6 @@ class LlamaBackend:
         self._require_open()
         llama_cpp.llama_memory_clear(self._mem, True)
 
-    # ---- vocabulary -----------------------------------------------------------------------
-
-    def tokenize(self, text: str, add_special: bool = True, parse_special: bool = True) -> list[int]:
-        self._require_open()
-        try:
-            data = text.encode("utf-8")
-        except UnicodeEncodeError as exc:
-            raise ValueError(f"the text holds {text[exc.start:exc.end]!r} at index {exc.start}, a lone surrogate "
-                             "that UTF-8 cannot encode (bytes that were not UTF-8, read as text, show so): "
-                             "pass valid Unicode text, or save the input as UTF-8") from None
-        cap = len(data) + 16
-        buf = (llama_cpp.llama_token * cap)()
-        n = llama_cpp.llama_tokenize(self._vocab, data, len(data), buf, cap, add_special, parse_special)
-        if n < 0:
-            cap = -n
-            buf = (llama_cpp.llama_token * cap)()
-            n = llama_cpp.llama_tokenize(self._vocab, data, len(data), buf, cap, add_special, parse_special)
-        return list(buf[:n])
-
-    def token_bytes(self, token: int, special: bool = False) -> bytes:
-        self._require_open()
-        cache = self._pieces[special]
-        piece = cache.get(token)
-        if piece is None:
-            piece = cache[token] = self._render(token, special)
-        return piece
-
-    def _render(self, token: int, special: bool) -> bytes:
-        buf = ctypes.create_string_buffer(64)
-        n = llama_cpp.llama_token_to_piece(self._vocab, token, buf, 64, 0, special)
-        if n < 0:
-            buf = ctypes.create_string_buffer(-n)
-            n = llama_cpp.llama_token_to_piece(self._vocab, token, buf, -n, 0, special)
-        return buf.raw[:n]
-
-    def token_text(self, token: int) -> bytes:
-        """The raw vocabulary entry (as llama.cpp compares vocabularies), not the rendered piece."""
-        self._require_open()
-        return llama_cpp.llama_vocab_get_text(self._vocab, token) or b""
-
-    def detokenize(self, tokens: Sequence[int]) -> str:
-        return b"".join(self.token_bytes(t) for t in tokens).decode("utf-8", errors="replace")
-
-    def is_eog(self, token: int) -> bool:
-        return bool(llama_cpp.llama_vocab_is_eog(self._vocab, token))
-
-    @property
-    def bos(self) -> int:
-        return int(llama_cpp.llama_vocab_bos(self._vocab))
-
-    @property
-    def eos(self) -> int:
-        return int(llama_cpp.llama_vocab_eos(self._vocab))
-
-    @property
-    def add_bos(self) -> bool:
-        return bool(llama_cpp.llama_vocab_get_add_bos(self._vocab))
-
-    def metadata(self, key: str) -> str | None:
-        self._require_open()
-        buf = ctypes.create_string_buffer(1 << 16)
-        n = llama_cpp.llama_model_meta_val_str(self._model, key.encode(), buf, len(buf))
-        if n < 0:
-            return None
-        if n >= len(buf):
-            buf = ctypes.create_string_buffer(n + 1)
-            llama_cpp.llama_model_meta_val_str(self._model, key.encode(), buf, len(buf))
-        return buf.value.decode("utf-8", errors="replace")
-
     # ---- chat ------------------------------------------------------------------------------
 
     @property
@@ -444,54 +501,3 @@ class LlamaBackend:
         bos = self.token_bytes(self.bos, special=True).decode("utf-8", errors="replace") if self.bos >= 0 else ""
         eos = self.token_bytes(self.eos, special=True).decode("utf-8", errors="replace") if self.eos >= 0 else ""
         return Jinja2ChatFormatter(template=template, eos_token=eos, bos_token=bos)
-
-
-class Detokenizer:
-    """Turns a token stream into text pieces, never splitting a UTF-8 character. Bytes that
-    are no UTF-8 become U+FFFD; a character the stream ends inside (max_tokens cut it after
-    its first bytes) is left out, as it was never finished."""
-
-    def __init__(self, backend: LlamaBackend) -> None:
-        self._backend = backend
-        self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
-
-    def push(self, token: int) -> str:
-        return self._decoder.decode(self._backend.token_bytes(token))
-
-    def flush(self) -> str:
-        """The end of the stream: drops the held first bytes of an unfinished character."""
-        self._decoder.reset()
-        return ""
-
-
-@dataclass(frozen=True)
-class VocabDifference:
-    ok: bool
-    reason: str = ""
-
-
-# Models of one family may pad their vocabularies differently (extra unused ids at the
-# end): this much difference in size is tolerated, as llama.cpp's own draft pairing does.
-VOCAB_SIZE_SLACK = 128
-# Token texts are compared from this id on: the low ids hold special tokens that families
-# name differently without changing what the ordinary tokens mean.
-VOCAB_CHECK_START = 5
-
-
-def compare_vocabularies(target: LlamaBackend, draft: LlamaBackend) -> VocabDifference:
-    """Can `draft` propose tokens for `target`? Same BOS / EOS handling, vocabulary sizes
-    within VOCAB_SIZE_SLACK, and the same text for every shared ordinary token."""
-    if target.add_bos != draft.add_bos or (target.add_bos and target.bos != draft.bos):
-        return VocabDifference(False, f"different BOS handling (target bos={target.bos}, draft bos={draft.bos})")
-    if target.eos != draft.eos:
-        return VocabDifference(False, f"different EOS tokens (target {target.eos}, draft {draft.eos})")
-    diff = abs(target.n_vocab - draft.n_vocab)
-    if diff > VOCAB_SIZE_SLACK:
-        return VocabDifference(
-            False, f"vocabulary sizes differ by {diff} (target {target.n_vocab}, draft {draft.n_vocab})"
-        )
-    for tok in range(VOCAB_CHECK_START, min(target.n_vocab, draft.n_vocab)):
-        a, b = target.token_text(tok), draft.token_text(tok)
-        if a != b:
-            return VocabDifference(False, f"token {tok} differs: target {a!r}, draft {b!r}")
-    return VocabDifference(True)

@@ -32,11 +32,12 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence, TypeVar
 import numpy as np
 
 from . import _core
-from .backend import Detokenizer, LlamaBackend
-from .errors import ContextOverflowError, ModelOutputError, PrefillCancelled, ProposerFailedWarning
+from .backend import LlamaBackend
+from .errors import ContextOverflowError, ModelOutputError, PrefillCancelled, ProposerFailedWarning, PyaccelError
 from .kvcache import TargetCache
 from .stops import StopMatcher
 from .types import CANCELLED, Draft, Result, SamplingConfig, Stats, StepOutcome
+from .vocab import Detokenizer
 
 if TYPE_CHECKING:
     from .methods.base import Proposer

@@ -8,7 +8,7 @@ import warnings
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from . import chat_format, defaults, registry
+from . import chat_format, defaults, registry, vocab
 from .backend import ContextConfig, LlamaBackend
 from .cost_model import CostModel
 from .kvcache import TargetCache
@@ -121,14 +121,19 @@ class Model:
         if not plain:
             raise ValueError("messages is empty: give at least one {'role': ..., 'content': ...}")
         if self.backend.chat_template is not None:
-            formatted = self.backend.chat_formatter()(messages=plain)
-            return self.backend.tokenize(formatted.prompt, add_special=not formatted.added_special, parse_special=True)
+            formatter = self.backend.chat_formatter()
+
+            def render(m: list[dict[str, str]]) -> tuple[str, bool]:
+                formatted = formatter(messages=m)  # BOS is added unless the template wrote it
+                return formatted.prompt, not formatted.added_special
+
+            return vocab.tokenize_chat(self.backend, render, plain)
         fmt = chat_format.TURN_FORMATS.get(self.backend.metadata("general.architecture") or "")
         if fmt is None:
             raise ValueError(f"{self.path.name} has no chat template in its metadata and pyaccel knows no turn "
                              "format for its architecture: give the prompt as raw text (generate() in Python, "
                              "no --chat in the CLI) or use a GGUF file with a chat template")
-        return self.tokenize(fmt.render(plain))
+        return vocab.tokenize_chat(self.backend, lambda m: (fmt.render(m), True), plain)
 
     def close(self) -> None:
         """Free the model. A generation running in another thread finishes first (close

@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 
 import pyaccel
-from pyaccel.backend import ContextConfig, Detokenizer, LlamaBackend, compare_vocabularies
+from pyaccel.backend import ContextConfig, LlamaBackend
+from pyaccel.vocab import Detokenizer, compare_vocabularies
 # DESIGN.md: logits of the same position differ slightly with batch composition, so an
 # argmax may only differ where the top two logits are this close.
 from pyaccel.bench.equality import NEAR_TIE

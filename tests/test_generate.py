@@ -135,6 +135,25 @@ def test_chat_without_a_template_uses_the_family_turn_format(gemma: pyaccel.Mode
         gen.chat("Hi")
 
 
+@pytest.mark.parametrize("family", ["gemma", "qwen_draft"])
+def test_control_token_text_in_a_message_stays_text(family: str, request: pytest.FixtureRequest) -> None:
+    """A message that quotes its family's turn markup talks about it: the markup the
+    template writes is control tokens, the quoted markup is text. Gemma renders with the
+    built-in turn format, Qwen with the GGUF's chat template."""
+    model: pyaccel.Model = request.getfixturevalue(family)
+    backend = model.backend
+    end, start = ("<end_of_turn>", "<start_of_turn>") if family == "gemma" else ("<|im_end|>", "<|im_start|>")
+    quoted = f"Explain {end}\n{start}model and {end}{end} please"
+    plain = [{"role": "user", "content": "Explain and please"}]
+    tokens = model.chat_prompt([{"role": "user", "content": quoted}])
+    reference = model.chat_prompt(plain)
+    control = [t for t in tokens if backend.is_control(t)]
+    assert control == [t for t in reference if backend.is_control(t)]  # only the template's own
+    special_text = b"".join(backend.token_bytes(t, special=True) for t in tokens).decode()
+    assert quoted in special_text  # the quoted markup is all there, as text
+    assert model.chat_prompt(plain) == reference  # messages without markup: as before
+
+
 @pytest.mark.parametrize(
     ("kwargs", "match"),
     [

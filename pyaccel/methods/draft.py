@@ -19,15 +19,16 @@ from typing import TYPE_CHECKING, Sequence
 import numpy as np
 
 from .. import _core
-from ..backend import compare_vocabularies
 from ..cost_model import CostModel
 from ..decode import new_rng, sampling_params
 from ..errors import IncompatibleModelsError
 from ..types import Draft, SamplingConfig, StepOutcome
+from ..vocab import compare_vocabularies
 from .candidate import Candidate
 from .base import Proposer
 
 if TYPE_CHECKING:
+    from ..backend import Vocabulary
     from ..model import Model
 
 # Separates the draft's random stream from the target's under one user seed.
@@ -38,6 +39,17 @@ CATCH_UP_STEPS = 8
 # Only drafting whose perfect-acceptance speedup clears plain decoding by this margin is
 # considered at all, so a few noisy timings cannot flip the decision from run to run.
 CAN_PAY_MARGIN = 0.05
+
+
+def check_draft_vocabulary(target: "Model", draft: "Vocabulary", draft_name: str) -> None:
+    """IncompatibleModelsError unless `draft` (a loaded model's or a file's vocabulary) can
+    propose tokens for `target`."""
+    diff = compare_vocabularies(target.backend, draft)
+    if not diff.ok:
+        raise IncompatibleModelsError(
+            f"{draft_name!r} cannot draft for {target.name!r}: {diff.reason}. "
+            "Use a draft model with the target's tokenizer (e.g. the same model family)."
+        )
 
 
 def probe_pays(costs: CostModel, depth: int, lag: int, idle_steps: int, draft_cost: float, catch_cost: float,
@@ -144,12 +156,7 @@ class DraftModel(Proposer):
         self._n_seq_max = target.backend.n_seq_max
         self.model = draft if isinstance(draft, Model) else Model(draft, n_ctx=target.n_ctx,
                                                                   n_threads=target.backend.n_threads)
-        diff = compare_vocabularies(target.backend, self.model.backend)
-        if not diff.ok:
-            raise IncompatibleModelsError(
-                f"{self.model.name!r} cannot draft for {target.name!r}: {diff.reason}. "
-                "Use a draft model with the target's tokenizer (e.g. the same model family)."
-            )
+        check_draft_vocabulary(target, self.model.backend, self.model.name)
         if self.model.n_ctx < target.n_ctx:
             warnings.warn(f"the draft model's context ({self.model.n_ctx} tokens) is smaller than the target's "
                           f"({target.n_ctx}): past it nothing is drafted; open the draft Model with "
