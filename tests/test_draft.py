@@ -63,6 +63,19 @@ def test_incompatible_pair_is_refused(qwen: pyaccel.Model, gemma: pyaccel.Model)
         pyaccel.Generator(qwen, DraftModel(gemma, length=2))
 
 
+def test_auto_refuses_a_named_draft_of_another_tokenizer_before_it_would_load_it(
+        qwen: pyaccel.Model, gemma: pyaccel.Model, gemma_path: Path, qwen_draft_path: Path) -> None:
+    """auto loads a draft model only where one could pay (never on a steep CPU curve), but
+    a draft the caller named that cannot draft at all is refused at once, from its vocabulary."""
+    steep = pyaccel.CostModel.fixed([1.0 + 0.9 * k for k in range(65)])
+    for draft in (gemma_path, gemma):
+        with pytest.raises(pyaccel.IncompatibleModelsError, match="cannot draft"):
+            pyaccel.Generator(qwen, pyaccel.Auto(draft=draft, costs=steep))
+    auto = pyaccel.Auto(draft=qwen_draft_path, costs=steep)
+    pyaccel.Generator(qwen, auto).close()
+    assert auto.drafter is None  # the same tokenizer: accepted, and not loaded where it cannot pay
+
+
 def test_cost_model_declines_a_slow_draft_and_drafts_on_a_flat_curve(qwen: pyaccel.Model, qwen_draft: pyaccel.Model) -> None:
     cpu_like = CostModel.fixed([1.0, 1.73, 2.34, 2.90, 3.38, 4.01, 5.5, 6.95, 7.5])
     assert not cpu_like.can_pay(0, 8, 0.7)

@@ -27,9 +27,11 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ... import _core
+from ...backend import VocabularyFile
 from ...cost_model import CostModel
 from ...errors import ModelNotFoundError
 from ...registry import resolve_model
+from ..draft import check_draft_vocabulary
 from ..lookup.tuning import LookupTuning
 from .calibration import CalibrationTuning
 from .merge import MergedTree
@@ -139,6 +141,19 @@ def local_draft_path(target: "Model", draft: object) -> Path | None:
         if named:
             raise
         return None
+
+
+def check_named_draft(target: "Model", draft: object, path: Path) -> None:
+    """IncompatibleModelsError unless the draft the caller named (a Model, or the file at
+    `path`) shares the target's tokenizer: checked on its vocabulary alone, in milliseconds,
+    whether or not this device will ever load it."""
+    from ...model import Model
+
+    if isinstance(draft, Model):
+        check_draft_vocabulary(target, draft.backend, draft.name)
+        return
+    with VocabularyFile(path) as vocabulary:
+        check_draft_vocabulary(target, vocabulary, path.name)
 
 
 def draft_cost_floor(draft: Path, target: Path) -> float:

@@ -50,8 +50,8 @@ from ..ngram import NgramCacheDrafter
 from ..candidate import Candidate, CandidateProposer
 from .calibration import Calibration
 from .merge import MergedTree, merge_trees
-from .policy import (AutoTuning, draft_cost_floor, draft_may_pay, draft_runs, local_draft_path, may_pay,
-                     pass_costs, pay_threshold, plan_tree)
+from .policy import (AutoTuning, check_named_draft, draft_cost_floor, draft_may_pay, draft_runs, local_draft_path,
+                     may_pay, pass_costs, pay_threshold, plan_tree)
 
 if TYPE_CHECKING:
     from ...model import Model
@@ -173,6 +173,8 @@ class Auto(Proposer):
         if not self.use_draft:
             return None
         path = local_draft_path(target, self._draft_arg)
+        if path is not None and self._draft_arg is not None:
+            check_named_draft(target, self._draft_arg, path)  # fails now, not when it would pay
         assert self._costs is not None
         depths = [0, target.n_ctx // 2]
         if path is None or not draft_may_pay(self._costs, depths, draft_cost_floor(path, target.path), self.tuning):
