@@ -123,7 +123,9 @@ void bind_ngram_cache(py::module_ & m) {
         }, "ngram"_a)
         .def("__len__", &NgramCache::size)
         .def_property_readonly("n_min", &NgramCache::n_min)
-        .def_property_readonly("n_max", &NgramCache::n_max);
+        .def_property_readonly("n_max", &NgramCache::n_max)
+        .def_property("vocab", &NgramCache::vocab, &NgramCache::set_vocab,
+                      "Fingerprint of the tokenizer whose ids this cache counts (u32, saved with it); 0 = unknown.");
 }
 
 void bind_ngram_draft(py::module_ & m) {

@@ -178,14 +178,18 @@ public:
     // update(t, 0): call it with the grown stream and its previous length.
     void update(const int32_t * tokens, size_t n_tokens, size_t start);
 
-    // Adds other's counts to this cache. Both must count the same n range.
+    // Adds other's counts to this cache. Both must count the same n range. Vocabularies:
+    // a 0 side adopts the other's fingerprint; two different nonzero fingerprints throw
+    // std::invalid_argument (the token ids mean different texts) and leave this unchanged.
     void merge(const NgramCache & other);
 
     // path: written via a temporary file and renamed, so a crash never leaves a
-    // half-written cache. Format: see ngram_cache.cpp (magic, version, n range, checksum).
+    // half-written cache. Format: see ngram_cache.cpp (magic, version, n range, vocabulary
+    // fingerprint, checksum).
     void save(const std::string & path) const;
     // Throws std::invalid_argument naming the file when it is missing, truncated,
-    // corrupted or of another format version.
+    // corrupted or of another format version. The fingerprint is read back as saved (0
+    // from files written before it was recorded); checking it is the caller's job.
     static NgramCache load(const std::string & path);
 
     // ngram: n_tokens in [n_min, n_max] tokens. Returns nullptr when never seen.
@@ -195,9 +199,17 @@ public:
     int32_t n_min() const { return n_min_; }
     int32_t n_max() const { return n_max_; }
 
+    // The fingerprint of the tokenizer whose ids this cache counts: any 32-bit digest of
+    // the vocabulary the caller chooses (pyaccel: vocab.fingerprint), saved with the
+    // cache; 0 = unknown (a new cache, or a file saved before it was recorded). The core
+    // never computes it and, except in merge, never compares it.
+    uint32_t vocab() const { return vocab_; }
+    void set_vocab(uint32_t vocab) { vocab_ = vocab; }
+
 private:
     int32_t n_min_;
     int32_t n_max_;
+    uint32_t vocab_ = 0;
     std::unordered_map<NgramKey, NgramFollowers, NgramKeyHash> map_;
 };
 

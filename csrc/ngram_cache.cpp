@@ -29,8 +29,10 @@ NgramKey key_of(const int32_t * tokens, int32_t n) {
 }
 
 // File layout, all integers little-endian:
-//   header  magic[8] "PYACNGC\0" | u32 version | u32 n_min | u32 n_max | u32 reserved (0)
+//   header  magic[8] "PYACNGC\0" | u32 version | u32 n_min | u32 n_max | u32 vocab
 //           | u64 n_entries | u64 payload_bytes | u64 checksum
+//   vocab: the tokenizer fingerprint (NgramCache::vocab); 0 = not recorded. Files of the
+//           first layout wrote 0 in this (then reserved) field, so they read as unknown.
 //   checksum: FNV-1a-64 over the header bytes before it, then the payload
 //   payload per n-gram, keys ascending: u32 n | i32 tokens[n] | u32 n_followers
 //           | n_followers x (i32 token | u32 count), tokens ascending
@@ -146,6 +148,11 @@ void NgramCache::merge(const NgramCache & other) {
         fail("merge: caches count different n ranges (", n_min_, "..", n_max_, " vs ",
              other.n_min_, "..", other.n_max_, "): merge caches with the same n_min, n_max");
     }
+    if (vocab_ != 0 && other.vocab_ != 0 && vocab_ != other.vocab_) {
+        fail("merge: the caches count the ids of different tokenizers (vocabulary fingerprints ",
+             vocab_, " vs ", other.vocab_, "): merge only caches built with the same model's tokenizer");
+    }
+    if (vocab_ == 0) vocab_ = other.vocab_;
     // Safe for other == *this: every key looked up exists, so nothing is inserted.
     for (const auto & entry : other.map_) followers_merge(map_[entry.first], entry.second);
 }
@@ -181,7 +188,7 @@ void NgramCache::save(const std::string & path) const {
     put_le(header, kFormatVersion, 4);
     put_le(header, static_cast<uint32_t>(n_min_), 4);
     put_le(header, static_cast<uint32_t>(n_max_), 4);
-    put_le(header, 0, 4);
+    put_le(header, vocab_, 4);
     put_le(header, entries.size(), 8);
     put_le(header, payload.size(), 8);
     put_le(header, fnv1a64(payload.data(), payload.size(), fnv1a64(header.data(), kChecksumAt)), 8);
@@ -218,7 +225,7 @@ NgramCache NgramCache::load(const std::string & path) {
                 std::to_string(kFormatVersion) + ")");
     }
     const int32_t n_min = in.get_i32(), n_max = in.get_i32();
-    in.get(4);
+    const uint32_t vocab = static_cast<uint32_t>(in.get(4));
     const uint64_t n_entries = in.get(8), payload_bytes = in.get(8), checksum = in.get(8);
     if (payload_bytes > bytes.size() - kHeaderBytes) in.fail("is truncated");
     if (payload_bytes < bytes.size() - kHeaderBytes) in.fail("is corrupted (trailing bytes)");
@@ -228,6 +235,7 @@ NgramCache NgramCache::load(const std::string & path) {
     }
     if (n_min < 1 || n_max < n_min || n_max > kNgramCacheMaxN) in.fail("is corrupted (n range)");
     NgramCache cache(n_min, n_max);
+    cache.vocab_ = vocab;
     for (uint64_t e = 0; e < n_entries; ++e) {
         const int32_t n = in.get_i32();
         if (n < n_min || n > n_max) in.fail("is corrupted (n-gram length)");

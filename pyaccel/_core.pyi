@@ -235,17 +235,22 @@ class NgramCache:
     def update(self, tokens: _IntArrayLike, start: int = 0) -> None:
         """Counts every (tokens[i-n:i] -> tokens[i]) with i >= start: pass the grown stream
         and its previous length."""
-    def merge(self, other: NgramCache) -> None: ...
+    def merge(self, other: NgramCache) -> None:
+        """Adds other's counts (same n range). A vocab of 0 adopts other's; two different
+        nonzero vocabs raise ValueError and leave this cache unchanged."""
     def save(self, path: Union[str, os.PathLike[str]]) -> None: ...
     @staticmethod
     def load(path: Union[str, os.PathLike[str]]) -> NgramCache:
-        """ValueError naming the file when it is missing, truncated or corrupted."""
+        """ValueError naming the file when it is missing, truncated or corrupted. vocab is
+        read back as saved (0 from files saved before it was recorded)."""
     def counts(self, ngram: _IntArrayLike) -> dict[int, int]: ...
     def __len__(self) -> int: ...
     @property
     def n_min(self) -> int: ...
     @property
     def n_max(self) -> int: ...
+    vocab: int
+    """Fingerprint (u32) of the tokenizer whose ids this cache counts, saved with it; 0 = unknown."""
 
 class NgramDraftThresholds:
     """Minimum evidence per n (list index n - 1) before a cache drafts; llama.cpp's defaults."""

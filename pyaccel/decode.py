@@ -298,9 +298,13 @@ def _guarded(proposer: "Proposer", st: _State, call: Callable[..., T], *args: An
             raise
         if not st.failed:  # one warning per generation (end() may fail after propose() did)
             st.failed = True
+            # pyaccel's own errors say what the user can do (a cache file of another model);
+            # anything else is a fault of the method itself.
+            cause = ("" if isinstance(exc, PyaccelError) else
+                     " This is a bug in pyaccel: please report it with the prompt.")
             warnings.warn(f"method {proposer.name!r} failed ({type(exc).__name__}: {exc}); this generation goes "
-                          "on with plain decoding, its output unchanged. This is a bug in pyaccel: please report "
-                          "it with the prompt", ProposerFailedWarning, stacklevel=2)
+                          f"on with plain decoding, its output unchanged.{cause}", ProposerFailedWarning,
+                          stacklevel=2)
         return None
 
 

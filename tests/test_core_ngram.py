@@ -3,6 +3,7 @@ plain-Python brute-force references."""
 
 from __future__ import annotations
 
+import struct
 from collections import Counter
 from pathlib import Path
 
@@ -325,6 +326,52 @@ def test_cache_save_load_round_trip_is_exact_and_deterministic(tmp_path: Path):
     assert first.read_bytes() == second.read_bytes()
     for ngram in ([1], [2, 3], [4, 5, 6], [7, 8, 9, 10]):
         assert loaded.counts(ngram) == cache.counts(ngram)
+
+
+def write_cache_file(path: Path, entries: dict, vocab_field: int) -> None:
+    """An n = 1..2 cache file written from the layout in ngram_cache.cpp; vocab_field 0 is
+    what the first layout wrote in that (then reserved) field."""
+    def fnv(data: bytes, h: int) -> int:
+        for b in data:
+            h = ((h ^ b) * 0x100000001B3) & 0xFFFFFFFFFFFFFFFF
+        return h
+
+    payload = b"".join(struct.pack(f"<I{len(k)}iI", len(k), *k, len(entries[k])) +
+                       b"".join(struct.pack("<iI", *tc) for tc in sorted(entries[k].items()))
+                       for k in sorted(entries, key=lambda k: list(k) + [-1] * (4 - len(k))))
+    header = b"PYACNGC\0" + struct.pack("<IIIIQQ", 1, 1, 2, vocab_field, len(entries), len(payload))
+    path.write_bytes(header + struct.pack("<Q", fnv(payload, fnv(header, 0xCBF29CE484222325))) + payload)
+
+
+def test_cache_vocab_is_saved_in_the_header_and_old_files_load_with_0(tmp_path: Path):
+    cache = _core.NgramCache(1, 2)
+    assert cache.vocab == 0  # unknown until set
+    cache.update([1, 2, 3, 1, 2, 4])
+    cache.vocab = 0xDEADBEEF
+    cache.save(tmp_path / "v.ngc")
+    loaded = _core.NgramCache.load(tmp_path / "v.ngc")
+    assert loaded.vocab == 0xDEADBEEF and loaded.counts([1, 2]) == {3: 1, 4: 1}
+    entries = {(1,): {2: 2}, (2,): {3: 1, 4: 1}, (3,): {1: 1}, (1, 2): {3: 1, 4: 1}, (2, 3): {1: 1}, (3, 1): {2: 1}}
+    write_cache_file(tmp_path / "w.ngc", entries, 0xDEADBEEF)
+    assert (tmp_path / "w.ngc").read_bytes() == (tmp_path / "v.ngc").read_bytes()
+    write_cache_file(tmp_path / "old.ngc", entries, 0)
+    old = _core.NgramCache.load(tmp_path / "old.ngc")
+    assert (old.vocab, len(old), old.counts([1, 2])) == (0, 6, {3: 1, 4: 1})
+    with pytest.raises(TypeError):
+        cache.vocab = -1
+
+
+def test_cache_merge_vocab_rule():
+    a, b, other = _core.NgramCache(1, 2), _core.NgramCache(1, 2), _core.NgramCache(1, 2)
+    b.update([1, 2, 1, 2])
+    b.vocab, other.vocab = 7, 8
+    a.merge(b)  # a 0 side adopts the other's
+    a.merge(_core.NgramCache(1, 2))  # and a 0 other leaves it
+    assert a.vocab == 7 and a.counts([1]) == {2: 2}
+    other.update([1, 3])
+    with pytest.raises(ValueError, match="different tokenizers"):
+        a.merge(other)
+    assert a.vocab == 7 and a.counts([1]) == {2: 2}, "a refused merge changes nothing"
 
 
 def test_cache_file_damage_is_a_value_error_naming_the_file(tmp_path: Path):

@@ -65,6 +65,7 @@ def test_dynamic_cache_persists_across_drafters(gemma: pyaccel.Model, tmp_path: 
         first.generate(prompt, max_tokens=MAX_TOKENS)
     saved = _core.NgramCache.load(str(path))
     assert len(saved) == len(first.method.dynamic_cache) > 0  # type: ignore[attr-defined]
+    assert saved.vocab == gemma.backend.vocab_fingerprint  # the same model's file is accepted below
     assert not list(path.parent.glob("*.tmp")), "the atomic save left a temporary file"
 
     fresh = pyaccel.Generator(gemma, _drafter(length=4)).generate(prompt, max_tokens=MAX_TOKENS)
@@ -93,6 +94,73 @@ def test_two_drafters_saving_one_dynamic_cache_keep_both_generations() -> None:
             assert saved.counts(tokens[:2]), "a generation's n-grams were lost"
 
 
+def _foreign_caches(gemma: pyaccel.Model, tmp_path: Path) -> tuple[Path, Path]:
+    """A static cache built and a dynamic cache saved for Gemma: (static, dynamic)."""
+    text = tmp_path / "corpus.py"
+    text.write_text("for i in range(10):\n    print(i)\n" * 3)
+    static, _ = ngram.build_cache(gemma, [text], progress=False)
+    assert static.vocab == gemma.backend.vocab_fingerprint != 0
+    ngram.save_cache(static, tmp_path / "gemma-static.ngc")
+    dynamic = _core.NgramCache()
+    dynamic.update(gemma.tokenize("one two three one two three"), 0)
+    dynamic.vocab = gemma.backend.vocab_fingerprint
+    ngram.save_cache(dynamic, tmp_path / "gemma-dynamic.ngc")
+    return tmp_path / "gemma-static.ngc", tmp_path / "gemma-dynamic.ngc"
+
+
+def test_cache_of_another_tokenizer_is_refused_at_bind(gemma: pyaccel.Model, qwen_draft: pyaccel.Model,
+                                                       tmp_path: Path) -> None:
+    static, dynamic = _foreign_caches(gemma, tmp_path)
+    for kind, path, message in (("static", static, r"gemma-static\.ngc.*pyaccel ngram build"),
+                                ("dynamic", dynamic, r"gemma-dynamic\.ngc.*delete")):
+        with pytest.raises(pyaccel.IncompatibleModelsError, match=message):
+            pyaccel.Generator(qwen_draft, _drafter(length=4, **{f"{kind}_path": path}))
+        auto = pyaccel.Auto(**{f"ngram_{kind}": path}, costs=pyaccel.CostModel.fixed(FLAT), use_draft=False,
+                            medusa=False)
+        with pytest.raises(pyaccel.IncompatibleModelsError, match=message):
+            pyaccel.Generator(qwen_draft, auto)
+    assert _core.NgramCache.load(dynamic).vocab == gemma.backend.vocab_fingerprint, "the refused file was changed"
+
+
+def test_dynamic_file_of_another_tokenizer_is_not_merged_into(gemma: pyaccel.Model, qwen_draft: pyaccel.Model,
+                                                              tmp_path: Path) -> None:
+    from pyaccel.types import SamplingConfig
+
+    _, foreign = _foreign_caches(gemma, tmp_path)
+    path = tmp_path / "shared.ngc"
+    drafter = ngram.NgramCacheDrafter(dynamic_path=path, length=2)
+    drafter.bind(qwen_draft)  # no file yet: accepted
+    foreign.replace(path)  # another process, another model, the same path
+    drafter.begin(qwen_draft.tokenize("a b a b a b"), SamplingConfig())
+    with pytest.raises(pyaccel.IncompatibleModelsError, match=r"shared\.ngc"):
+        drafter.end()
+    assert _core.NgramCache.load(path).vocab == gemma.backend.vocab_fingerprint
+    # Through a Generator the output stands and the warning says what is wrong, not "a bug".
+    path.unlink()
+    gen = pyaccel.Generator(qwen_draft, ngram.NgramCacheDrafter(dynamic_path=path, length=2))
+    path.write_bytes((tmp_path / "gemma-static.ngc").read_bytes())  # another model's file again
+    with pytest.warns(pyaccel.ProposerFailedWarning) as caught:
+        result = gen.generate("a b a b a b", max_tokens=3)
+    assert result.tokens == pyaccel.Generator(qwen_draft, "plain").generate("a b a b a b", max_tokens=3).tokens
+    message = str(caught[0].message)
+    assert "shared.ngc" in message and "bug in pyaccel" not in message
+    assert _core.NgramCache.load(path).vocab == gemma.backend.vocab_fingerprint
+
+
+def test_cache_files_without_a_tokenizer_are_used_and_the_dynamic_one_restamped(qwen_draft: pyaccel.Model,
+                                                                                tmp_path: Path) -> None:
+    old = _core.NgramCache()  # vocab 0: what an older pyaccel saved
+    old.update(qwen_draft.tokenize("x = 1\ny = 2\nx = 1\ny = 2\n"), 0)
+    for name in ("static.ngc", "dynamic.ngc"):
+        ngram.save_cache(old, tmp_path / name)
+    drafter = _drafter(length=4, static_path=tmp_path / "static.ngc", dynamic_path=tmp_path / "dynamic.ngc")
+    pyaccel.Generator(qwen_draft, drafter).generate("x = 1\ny =", max_tokens=2)
+    assert drafter.static_cache is not None and len(drafter.static_cache) == len(old)
+    saved = _core.NgramCache.load(tmp_path / "dynamic.ngc")
+    assert saved.vocab == qwen_draft.backend.vocab_fingerprint and len(saved) >= len(old)
+    assert _core.NgramCache.load(tmp_path / "static.ngc").vocab == 0, "a static cache is only read"
+
+
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "pyaccel", *args], capture_output=True, text=True, timeout=120)
 
@@ -112,6 +180,7 @@ def test_build_and_info_cli(gemma: pyaccel.Model, gemma_path: Path, tmp_path: Pa
         want.update(gemma.backend.tokenize(f.read_text(), add_special=False, parse_special=False), 0)
     got = _core.NgramCache.load(str(out))
     assert (got.n_min, got.n_max, len(got)) == (1, 3, len(want))
+    assert got.vocab == gemma.backend.vocab_fingerprint
     print_tok = gemma.tokenize("print", add_special=False)
     assert got.counts(print_tok) == want.counts(print_tok)
 

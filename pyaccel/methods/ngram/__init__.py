@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from .corpus import build_cache, corpus_files
-from .drafter import NgramCacheDrafter, check_cache_path, load_cache, save_cache
+from .drafter import NgramCacheDrafter, check_cache_path, check_cache_vocab, load_cache, save_cache
 
-__all__ = ["NgramCacheDrafter", "build_cache", "check_cache_path", "corpus_files", "load_cache", "save_cache"]
+__all__ = ["NgramCacheDrafter", "build_cache", "check_cache_path", "check_cache_vocab", "corpus_files", "load_cache",
+           "save_cache"]

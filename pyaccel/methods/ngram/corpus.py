@@ -49,9 +49,11 @@ def _walk(root: Path) -> Iterator[Path]:
 
 def build_cache(model: "Model", files: list[Path], n_min: int = 1, n_max: int = 4,
                 progress: bool = True) -> tuple["_core.NgramCache", int]:
-    """Count every file's n-grams (each file its own stream); returns the cache and the
-    number of files skipped because they are not UTF-8 text."""
+    """Count every file's n-grams (each file its own stream); returns the cache, which
+    records the model's tokenizer, and the number of files skipped because they are not
+    UTF-8 text."""
     cache = _core.NgramCache(n_min, n_max)
+    cache.vocab = model.backend.vocab_fingerprint
     total = sum(f.stat().st_size for f in files)
     bar = Progress(f"tokenizing {len(files)} files", total) if progress else None
     skipped = 0

@@ -16,6 +16,7 @@ quiet until its drafts prove right.
 from __future__ import annotations
 
 import os
+import shlex
 from pathlib import Path
 from typing import TYPE_CHECKING, Union
 
@@ -23,6 +24,7 @@ import numpy as np
 
 from ... import _core
 from ...cost_model import CostModel
+from ...errors import IncompatibleModelsError
 from ...paths import check_file_path, file_lock
 from ...types import Draft, SamplingConfig
 from ..candidate import Candidate
@@ -45,6 +47,17 @@ def load_cache(path: PathLike) -> "_core.NgramCache":
     if Path(path).is_dir():
         raise ValueError(f"{os.fspath(path)!r} is a folder, not an n-gram cache file")
     return _core.NgramCache.load(os.fspath(path))
+
+
+def check_cache_vocab(cache: "_core.NgramCache", vocab: int, path: PathLike | None, remedy: str) -> None:
+    """IncompatibleModelsError (a ValueError) naming `path` when `cache` records another
+    tokenizer than the fingerprint `vocab`; 0 on either side (unknown) passes."""
+    if cache.vocab and vocab and cache.vocab != vocab:
+        where = f"n-gram cache file {os.fspath(path)!r}" if path is not None else "this n-gram cache"
+        raise IncompatibleModelsError(
+            f"the {where} counts the token ids of another tokenizer (vocabulary fingerprint {cache.vocab:#010x}, "
+            f"the model's {vocab:#010x}): it would draft nonsense for this model. {remedy}"
+        )
 
 
 def check_cache_path(path: PathLike) -> None:
@@ -71,6 +84,9 @@ class NgramCacheDrafter(Proposer):
     static_path: a cache built from a corpus with `pyaccel ngram build` (same tokenizer).
     dynamic_path: where the dynamic cache lives; loaded at bind if it exists, saved after
       every generation. Without it the dynamic cache lasts as long as this object.
+    A cache file records its tokenizer: bind raises IncompatibleModelsError (a ValueError)
+    for one of another tokenizer than the target's; one that records none (saved by an
+    older pyaccel) is used, and the dynamic one records the target's when saved again.
     max_draft: the deepest draft. length: a fixed draft length (no cost model).
     thresholds: evidence a cache needs before it drafts (default: `_core.NgramDraftThresholds()`).
     costs: a cost model to plan with instead of the target's measured one.
@@ -99,6 +115,8 @@ class NgramCacheDrafter(Proposer):
         self._dynamic: "_core.NgramCache | None" = None
         self._context: "_core.NgramCache | None" = None
         self._counted = 0  # history tokens already in the context cache
+        self._vocab = 0  # the target's vocabulary fingerprint; 0 until bind
+        self._model_arg = "MODEL"  # how `pyaccel ngram build -m` names the target
         # How good cache drafts are depends on the caches and the model, which outlive one
         # generation: the acceptance learnt carries over too (decay lets it drift).
         self.acceptance = _core.AcceptanceStats(max_draft)
@@ -107,18 +125,45 @@ class NgramCacheDrafter(Proposer):
     # ---- set-up ---------------------------------------------------------------------------
 
     def bind(self, target: "Model") -> None:
+        """Load the caches and check that they count the target's token ids, before any drafting."""
+        self._vocab = target.backend.vocab_fingerprint
+        self._model_arg = shlex.quote(target.name if target.name != target.path.name else os.fspath(target.path))
+        if self._dynamic is not None:  # loaded before bind (the dynamic_cache property)
+            self._dynamic = self._adopt_dynamic(self._dynamic)
+        if self._static is not None:
+            self._adopt_static(self._static)
         self._load_caches()
         if self.fixed_length is None and self._costs is None:
             self._costs = target.costs
 
+    def _adopt_dynamic(self, cache: "_core.NgramCache") -> "_core.NgramCache":
+        """`cache` as the dynamic cache: checked against the target's tokenizer and, once
+        bound, stamped with it (an older file is saved back with it)."""
+        path = self.dynamic_path
+        remedy = (f"Give another dynamic cache path (--ngram-dynamic, dynamic_path=) for this model, or delete "
+                  f"{os.fspath(path)!r}." if path is not None else "Use a new NgramCacheDrafter for this model.")
+        check_cache_vocab(cache, self._vocab, path, remedy)
+        if self._vocab:
+            cache.vocab = self._vocab
+        return cache
+
+    def _adopt_static(self, cache: "_core.NgramCache") -> None:
+        assert self.static_path is not None
+        check_cache_vocab(cache, self._vocab, self.static_path,
+                          f"Build the static cache again for this model: `pyaccel ngram build CORPUS... "
+                          f"-m {self._model_arg} -o {shlex.quote(os.fspath(self.static_path))}`.")
+
+    def _load_dynamic(self) -> "_core.NgramCache":
+        if self.dynamic_path is not None and self.dynamic_path.exists():
+            return self._adopt_dynamic(load_cache(self.dynamic_path))
+        return self._adopt_dynamic(_core.NgramCache())
+
     def _load_caches(self) -> None:
         if self._dynamic is None:
-            if self.dynamic_path is not None and self.dynamic_path.exists():
-                self._dynamic = load_cache(self.dynamic_path)
-            else:
-                self._dynamic = _core.NgramCache()
+            self._dynamic = self._load_dynamic()
         if self._static is None and self.static_path is not None:
             static = load_cache(self.static_path)
+            self._adopt_static(static)
             n = self.thresholds.static_n
             if not static.n_min <= n <= static.n_max:
                 raise ValueError(
@@ -204,9 +249,10 @@ class NgramCacheDrafter(Proposer):
             self.dynamic_cache.merge(context)
             return
         # Other processes may save the same file: under its lock, this generation is merged
-        # into what the file holds now, not into what it held when this drafter loaded it.
+        # into what the file holds now, not into what it held when this drafter loaded it
+        # (a file of another tokenizer there by now raises instead).
         with file_lock(self.dynamic_path):
             if self.dynamic_path.exists():
-                self._dynamic = load_cache(self.dynamic_path)
+                self._dynamic = self._load_dynamic()
             self.dynamic_cache.merge(context)
             save_cache(self.dynamic_cache, self.dynamic_path)
