@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import os
 import signal
 import socket
 import subprocess
@@ -39,13 +40,14 @@ def _free_port() -> int:
 
 
 @contextmanager
-def _server(log: Path, *extra: str) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
-    """(the base URL, the process) of a running `pyaccel serve`."""
+def _server(log: Path, *extra: str, model: str = MODEL,
+            env: dict[str, str] | None = None) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
+    """(the base URL, the process) of a running `pyaccel serve` (with `env` added to ours)."""
     port = _free_port()
-    cmd = [sys.executable, "-m", "pyaccel", "serve", "-m", MODEL, "--n-ctx", str(N_CTX), "--threads", "1",
+    cmd = [sys.executable, "-m", "pyaccel", "serve", "-m", model, "--n-ctx", str(N_CTX), "--threads", "1",
            "--port", str(port), *extra]
     with log.open("w") as out:
-        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env={**os.environ, **(env or {})})
     base = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + START_TIMEOUT_S
@@ -280,6 +282,29 @@ def test_a_stream_open_at_shutdown_ends_with_an_error_and_done(gemma_path: Path,
         assert events[-1] == "[DONE]"
         assert json.loads(events[-2])["error"]["code"] == "server_shutting_down"
         assert len(events) < LONG  # cut, not run to its end
+
+
+def _learnt_samples(home: Path) -> int:
+    files = list((home / "costs").glob("*.learnt.json"))
+    assert len(files) == 1, files
+    return sum(len(times) for *_, times in json.loads(files[0].read_text())["cells"])
+
+
+def test_sigterm_closes_the_model_and_exits_0(gemma_path: Path, tmp_path: Path) -> None:
+    """A server stopped with SIGTERM (systemd, docker stop, kill) runs its cleanup as
+    Ctrl-C does: the Model saves the decode costs learnt since the last periodic save."""
+    home = tmp_path / "home"
+    with _server(tmp_path / "log.txt", model=str(gemma_path), env={"PYACCEL_HOME": str(home)}) as (base, proc):
+        small = openai.OpenAI(base_url=f"{base}/v1", api_key="unused", max_retries=0, timeout=120)
+        model_id = small.models.list().data[0].id  # opened by path, the model is named by its file
+        r = small.chat.completions.create(model=model_id, messages=[{"role": "user", "content": "Count to ten."}],
+                                          max_tokens=16, temperature=0)
+        assert r.usage.completion_tokens > 0
+        saved = _learnt_samples(home)  # by the calibration of the first request, just before it ran
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=30)
+    assert proc.returncode == 0, (tmp_path / "log.txt").read_text()
+    assert _learnt_samples(home) > saved  # the request's own decodes
 
 
 # ---- model-free: the pieces under the routes ----------------------------------------------

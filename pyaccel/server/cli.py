@@ -5,9 +5,13 @@ from __future__ import annotations
 import argparse
 import ipaddress
 import os
+import signal
 import sys
+import threading
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Iterator
 
 from ..cli.args import add_method_args, add_model_args, make_method_from_args, method_spec, open_model
 
@@ -48,6 +52,30 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--allow-origin", action="append", default=[], metavar="ORIGIN",
                    help="let web pages of ORIGIN (e.g. http://localhost:5173, or '*' for any) call the API "
                         "from a browser (CORS); repeatable (default: none)")
+
+
+class _Terminated(BaseException):
+    """SIGTERM, raised once uvicorn has shut down gracefully (it re-raises the signal then)."""
+
+
+def _terminated(signum: int, frame: object) -> None:
+    raise _Terminated
+
+
+@contextmanager
+def _sigterm_after_shutdown_raises() -> Iterator[None]:
+    """While inside, SIGTERM raises _Terminated instead of killing the process, so that
+    the cleanup after uvicorn.run runs (uvicorn handles the signal itself while it serves,
+    and re-raises it into the handler found before it started: this one)."""
+    if (threading.current_thread() is not threading.main_thread()  # only the main thread sets handlers
+            or signal.getsignal(signal.SIGTERM) not in (signal.SIG_DFL, None)):  # a program's own handler stays
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, _terminated)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def _is_loopback(host: str) -> bool:
@@ -92,9 +120,14 @@ def command(args: argparse.Namespace) -> int:
         print(f"pyaccel: warning: listening on {args.host} without --api-key: anyone who can reach it may use it",
               file=sys.stderr)
     print(f"pyaccel serve: http://{args.host}:{args.port}/v1  models: {', '.join(generators)}", file=sys.stderr)
+    # Ctrl-C and SIGTERM both end with a graceful shutdown, this cleanup (the Model saves
+    # its learnt decode costs) and status 0.
     try:
-        uvicorn.run(create_app(state), host=args.host, port=args.port, log_level="warning",
-                    timeout_graceful_shutdown=SERVE.shutdown_grace_s)
+        with _sigterm_after_shutdown_raises():
+            uvicorn.run(create_app(state), host=args.host, port=args.port, log_level="warning",
+                        timeout_graceful_shutdown=SERVE.shutdown_grace_s)
+    except _Terminated:
+        pass
     finally:
         for generator in generators.values():
             generator.close()
