@@ -3,7 +3,7 @@
 A pull downloads into a folder `pyaccel-pull-<pid>-*` and assembles the model into
 `.<file>.<pid>.partial` beside the cache's models; both go when the pull ends, however it
 ends, except when the process is killed outright (SIGKILL, a power cut). The next pull
-removes those of processes that no longer run.
+removes those of processes that no longer run; `pyaccel models list` tells of them.
 """
 
 from __future__ import annotations
@@ -40,6 +40,19 @@ def leftovers(folder: Path) -> list[Path]:
         if m is not None and not _running(int(m.group(1) or m.group(2))):
             out.append(entry)
     return out
+
+
+def disk_usage(paths: list[Path]) -> int:
+    """Bytes of the files in `paths` (folders walked)."""
+    total = 0
+    for path in paths:
+        files = (f for f in path.rglob("*") if f.is_file()) if path.is_dir() else (path,)
+        for f in files:
+            try:
+                total += f.stat().st_size
+            except OSError:  # removed meanwhile
+                pass
+    return total
 
 
 def remove_leftovers(folder: Path) -> None:

@@ -223,6 +223,7 @@ def pull(name: str, *, progress: bool = True, force: bool = False) -> Path:
     killed outright are removed by the next pull."""
     spec = load_registry().get(name)
     final = model_cache_path(spec)
+    remove_leftovers(final.parent)  # also when this model is cached: `models list` says a pull removes them
     if cached_state(spec) == "cached" and not force:
         return final
     blocker = blocked_by_file(final)
@@ -230,7 +231,6 @@ def pull(name: str, *, progress: bool = True, force: bool = False) -> Path:
         raise PullError(f"the model cache cannot be made in {final.parent}: {blocker} is a file, not a folder. "
                         "Move it away, or set PYACCEL_HOME to a folder")
     final.parent.mkdir(parents=True, exist_ok=True)
-    remove_leftovers(final.parent)
     _check_disk_space(final.parent, spec.size)
     tmp_file = final.with_name(f".{final.name}.{os.getpid()}{PARTIAL}")
     try:

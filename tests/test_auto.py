@@ -310,7 +310,7 @@ def test_auto_is_the_default_and_plain_stays() -> None:
     assert defaults.METHOD == "auto"
     assert isinstance(make_method(defaults.METHOD), pyaccel.Auto)
     assert make_method("plain").name == "plain"
-    from pyaccel.cli.main import build_parser
+    from pyaccel.cli import build_parser
 
     assert build_parser().parse_args(["generate", "hi"]).method == "auto"
 

