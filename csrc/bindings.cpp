@@ -4,7 +4,20 @@
 // or their docstrings would show C++ type names.
 #include "bindings_common.h"
 
+#include <cstdint>
+
+namespace {
+
+// A log callback for llama.cpp that drops every message. It is C, not Python: an
+// exception raised in a Python ctypes callback (a Ctrl-C arriving while llama.cpp loads a
+// model and logs) is dropped by ctypes, and the program runs on as if never interrupted.
+extern "C" void silent_log(int /*level*/, const char * /*text*/, void * /*user_data*/) {}
+
+}  // namespace
+
 PYBIND11_MODULE(_core, m) {
+    m.def("silent_log_callback", [] { return reinterpret_cast<std::uintptr_t>(&silent_log); },
+          "Address of a C log callback (ggml_log_callback) that drops every message, for llama_log_set.");
     m.doc() = "pyaccel's C++ core: sampling transforms, tree layout and draft verification.";
     pyaccel::bind_sampling(m);
     pyaccel::bind_tree_verify(m);

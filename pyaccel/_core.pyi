@@ -408,3 +408,7 @@ class JacobiWindow:
         """Pool each column's n-gram, shift the levels up (next = the newest) and the columns
         left by committed - 1, refilling freed cells from fill."""
     def cells(self) -> list[list[int]]: ...
+
+
+def silent_log_callback() -> int:
+    """Address of a C log callback (ggml_log_callback) that drops every message, for llama_log_set."""

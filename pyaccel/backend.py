@@ -48,21 +48,22 @@ import llama_cpp  # noqa: E402  (after the spin count above)
 from llama_cpp import _logger as llama_logger  # noqa: E402
 from llama_cpp.llama_chat_format import Jinja2ChatFormatter  # noqa: E402
 
-from . import vocab  # noqa: E402
+from . import _core, vocab  # noqa: E402
 from .errors import ContextOverflowError, ModelLoadError, PrefillCancelled  # noqa: E402
 
 GGUF_MAGIC = b"GGUF"
 
 
-@llama_cpp.llama_log_callback
-def _quiet_log(level: int, text: bytes, user_data: ctypes.c_void_p) -> None:
-    """llama.cpp's log goes nowhere unless a Model asks for verbose=True."""
+# llama.cpp's log goes nowhere unless a Model asks for verbose=True. The sink is C: an
+# exception raised in a Python ctypes callback is dropped, so a Ctrl-C that arrived while
+# llama.cpp logged (it logs throughout a model load) was lost and the command ran on.
+_QUIET_LOG = llama_cpp.llama_log_callback(_core.silent_log_callback())
 
 
 def _set_llama_log(verbose: bool) -> None:
     """llama.cpp has one log callback per process: the last Model opened decides."""
     llama_logger.set_verbose(verbose)
-    llama_cpp.llama_log_set(llama_logger.llama_log_callback if verbose else _quiet_log, ctypes.c_void_p(0))
+    llama_cpp.llama_log_set(llama_logger.llama_log_callback if verbose else _QUIET_LOG, ctypes.c_void_p(0))
 
 
 def default_threads() -> int:
@@ -218,19 +219,28 @@ class Vocabulary:
         return b"".join(self.token_bytes(t) for t in tokens).decode("utf-8", errors="replace")
 
     def is_eog(self, token: int) -> bool:
+        self._require_open()
         return bool(llama_cpp.llama_vocab_is_eog(self._vocab, token))
 
     @property
     def bos(self) -> int:
+        self._require_open()
         return int(llama_cpp.llama_vocab_bos(self._vocab))
 
     @property
     def eos(self) -> int:
+        self._require_open()
         return int(llama_cpp.llama_vocab_eos(self._vocab))
 
     @property
     def add_bos(self) -> bool:
+        self._require_open()
         return bool(llama_cpp.llama_vocab_get_add_bos(self._vocab))
+
+    @property
+    def add_eos(self) -> bool:
+        self._require_open()
+        return bool(llama_cpp.llama_vocab_get_add_eos(self._vocab))
 
     def metadata(self, key: str) -> str | None:
         self._require_open()
@@ -249,13 +259,14 @@ class VocabularyFile(Vocabulary):
     """The vocabulary of a GGUF file alone (no weights, no context: milliseconds to open),
     for checks such as whether a draft model shares a target's tokenizer."""
 
-    def __init__(self, path: str | os.PathLike[str]) -> None:
+    def __init__(self, path: str | os.PathLike[str], verbose: bool = False) -> None:
         self.path = Path(path)
         self._model = None
         check_gguf_file(self.path)
-        llama_cpp.llama_backend_init()
+        _set_llama_log(verbose)
         mparams = llama_cpp.llama_model_default_params()
         mparams.vocab_only = True
+        llama_cpp.llama_backend_init()
         model = llama_cpp.llama_model_load_from_file(os.fsencode(self.path), mparams)
         if not model:
             raise ModelLoadError(f"llama.cpp could not read the vocabulary of {self.path}: the file may be "

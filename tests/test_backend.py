@@ -187,3 +187,27 @@ def test_the_barrier_spin_is_shortened_unless_the_user_chose_one(given: dict[str
     out = subprocess.run([sys.executable, "-c", code], env={**env, **given}, capture_output=True, text=True,
                          check=True).stdout.strip()
     assert out == str(expected)
+
+
+def test_ctrl_c_while_llama_cpp_loads_a_model_is_not_lost(gemma_path: Path) -> None:
+    """llama.cpp logs while it loads; an exception raised in a Python log callback is dropped
+    by ctypes, so a Ctrl-C then was lost and the program ran on. The signal here arrives
+    5 ms into the real load: it must raise once the load returns."""
+    code = ("import signal, llama_cpp\n"
+            "def ctrl_c(signum, frame):\n"
+            "    raise KeyboardInterrupt\n"
+            "signal.signal(signal.SIGALRM, ctrl_c)\n"
+            "load = llama_cpp.llama_model_load_from_file\n"
+            "def interrupted_load(*args):\n"
+            "    signal.setitimer(signal.ITIMER_REAL, 0.005)  # inside the load, which takes far longer\n"
+            "    return load(*args)\n"
+            "llama_cpp.llama_model_load_from_file = interrupted_load\n"
+            "import pyaccel\n"
+            "try:\n"
+            f"    pyaccel.Model({str(gemma_path)!r}, n_ctx=256)\n"
+            "    print('ran on')\n"
+            "except KeyboardInterrupt:\n"
+            "    print('interrupted')\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.stdout.strip() == "interrupted", done.stdout + done.stderr
+    assert "Exception ignored" not in done.stderr

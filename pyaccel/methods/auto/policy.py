@@ -152,7 +152,7 @@ def check_named_draft(target: "Model", draft: object, path: Path) -> None:
     if isinstance(draft, Model):
         check_draft_vocabulary(target, draft.backend, draft.name)
         return
-    with VocabularyFile(path) as vocabulary:
+    with VocabularyFile(path, verbose=target.backend.config.verbose) as vocabulary:
         check_draft_vocabulary(target, vocabulary, path.name)
 
 
