@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, Mapping, Sequence
 
 if TYPE_CHECKING:
-    from .backend import LlamaBackend, Vocabulary
+    from .backend import Vocabulary
 
 
 @dataclass(frozen=True)
@@ -50,7 +50,7 @@ def compare_vocabularies(target: "Vocabulary", draft: "Vocabulary") -> VocabDiff
     return VocabDifference(True)
 
 
-def fingerprint(backend: "LlamaBackend") -> int:
+def fingerprint(backend: "Vocabulary") -> int:
     """A nonzero 32-bit digest of every token's text, in id order: two vocabularies that
     give any id another text (or differ in size) differ here but for a 2^-32 chance."""
     digest = hashlib.blake2b(digest_size=4)
@@ -60,43 +60,48 @@ def fingerprint(backend: "LlamaBackend") -> int:
     return int.from_bytes(digest.digest(), "little") or 1
 
 
-def tokenize_chat(backend: "LlamaBackend", render: Callable[[list[dict[str, str]]], tuple[str, bool]],
+def tokenize_chat(backend: "Vocabulary", render: Callable[[list[dict[str, str]]], tuple[str, bool]],
                   messages: Sequence[Mapping[str, str]]) -> list[int]:
     """The tokens of `render(messages)` (a chat template or turn format: the prompt text,
-    and whether the tokenizer adds its special tokens such as BOS), with the markup
-    the template writes parsed into control tokens and the messages' own text kept as text:
-    a message that quotes "<end_of_turn>" talks about the token, it does not end its turn.
+    and whether the tokenizer adds its special tokens such as BOS), with the markup the
+    template writes parsed into control tokens and the messages' own text kept as text: a
+    message that quotes "<end_of_turn>" talks about the token, it does not end its turn.
     Messages that hold no control token's text (nearly all) render and tokenize in one call,
-    exactly as before; otherwise each such text is replaced by a placeholder no message can
-    hold, and tokenized apart without special parsing where the placeholder lands."""
-    quoted = _quoted_control_texts(backend, messages)
-    if not quoted:
+    exactly as before. The text of one that does (less its leading and trailing whitespace,
+    which a template may trim) is rendered as a placeholder no message can hold, and
+    tokenized whole, without special parsing, where the placeholder lands."""
+    quoting = _quoting_markup(backend, messages)
+    if not quoting:
         text, add_special = render([dict(m) for m in messages])
         return backend.tokenize(text, add_special=add_special, parse_special=True)
     nonce = secrets.token_hex(8)
-    pattern = re.compile("|".join(re.escape(t) for t in sorted(quoted, key=len, reverse=True)))
     literals: list[str] = []
-
-    def hide(match: re.Match[str]) -> str:
-        literals.append(match.group(0))
-        return f"\ue000{nonce}:{len(literals) - 1}\ue001"
-
-    hidden = [{**m, "content": pattern.sub(hide, m["content"])} for m in messages]
+    hidden = []
+    for i, m in enumerate(messages):
+        content = m["content"]
+        if i in quoting:
+            core = content.strip()
+            lead, trail = content[:len(content) - len(content.lstrip())], content[len(content.rstrip()):]
+            content = f"{lead}\ue000{nonce}:{len(literals)}\ue001{trail}"
+            literals.append(core)
+        hidden.append({**m, "content": content})
     text, add_special = render(hidden)
     pieces = re.split(f"\ue000{nonce}:(\\d+)\ue001", text)
     tokens = backend.tokenize(pieces[0], add_special=add_special, parse_special=True)
+    eos_at_end = add_special and backend.add_eos and tokens[-1:] == [backend.eos]
+    if eos_at_end:  # where one call puts it: after the whole prompt
+        tokens.pop()
     for i in range(1, len(pieces), 2):
         tokens += backend.tokenize(literals[int(pieces[i])], add_special=False, parse_special=False)
         tokens += backend.tokenize(pieces[i + 1], add_special=False, parse_special=True)
-    return tokens
+    return tokens + [backend.eos] if eos_at_end else tokens
 
 
-def _quoted_control_texts(backend: "LlamaBackend", messages: Sequence[Mapping[str, str]]) -> set[str]:
-    """The texts of the control tokens that llama.cpp would parse out of the messages."""
-    ids: set[int] = set()
-    for m in messages:
-        ids.update(backend.tokenize(m["content"], add_special=False, parse_special=True))
-    return {backend.token_text(t).decode("utf-8", errors="replace") for t in ids if backend.is_control(t)}
+def _quoting_markup(backend: "Vocabulary", messages: Sequence[Mapping[str, str]]) -> set[int]:
+    """Indices of the messages whose text llama.cpp would parse control tokens out of."""
+    return {i for i, m in enumerate(messages)
+            if any(backend.is_control(t) for t in set(backend.tokenize(m["content"], add_special=False,
+                                                                       parse_special=True)))}
 
 
 class Detokenizer:

@@ -151,6 +151,8 @@ def test_control_token_text_in_a_message_stays_text(family: str, request: pytest
     assert control == [t for t in reference if backend.is_control(t)]  # only the template's own
     special_text = b"".join(backend.token_bytes(t, special=True) for t in tokens).decode()
     assert quoted in special_text  # the quoted markup is all there, as text
+    as_text = backend.tokenize(quoted, add_special=False, parse_special=False)
+    assert any(tokens[i:i + len(as_text)] == as_text for i in range(len(tokens)))  # tokenized whole, as text
     assert model.chat_prompt(plain) == reference  # messages without markup: as before
 
 
