@@ -11,11 +11,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import signal
-import threading
-from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
 
 PULL_DIR = "pyaccel-pull-"
 PARTIAL = ".partial"
@@ -62,28 +58,3 @@ def remove_leftovers(folder: Path) -> None:
             shutil.rmtree(entry, ignore_errors=True)
         else:
             entry.unlink(missing_ok=True)
-
-
-@contextmanager
-def ending_signals_raise() -> Iterator[None]:
-    """SIGTERM and SIGHUP (a `timeout`, a closed terminal) raise SystemExit while inside,
-    so that the cleanup of the code within runs; they end the process without any by
-    default. Only the main thread can set handlers: elsewhere nothing changes."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    names = [name for name in ("SIGTERM", "SIGHUP") if hasattr(signal, name)]
-    previous = {}
-
-    def stop(signum: int, frame: object) -> None:
-        raise SystemExit(128 + signum)
-
-    for name in names:
-        sig = getattr(signal, name)
-        if signal.getsignal(sig) in (signal.SIG_DFL, None):  # a handler of the program's own stays
-            previous[sig] = signal.signal(sig, stop)
-    try:
-        yield
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)

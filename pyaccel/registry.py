@@ -20,9 +20,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .errors import ModelNotFoundError, PullError
-from .leftovers import PARTIAL, PULL_DIR, ending_signals_raise, remove_leftovers
+from .leftovers import PARTIAL, PULL_DIR, remove_leftovers
 from .paths import blocked_by_file
 from .progress import Progress
+from .signals import ending_signals_raise
 
 if sys.version_info >= (3, 11):
     import tomllib

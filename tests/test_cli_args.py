@@ -25,6 +25,8 @@ def _pyaccel(*args: str) -> subprocess.CompletedProcess[str]:
     (("generate", "--bogus", "hi"), "pyaccel generate: error: unrecognized arguments: --bogus"),
     (("generate", "--chat", "  "), "the prompt is empty"),
     (("models",), "pyaccel models: error: the following arguments are required: COMMAND"),
+    (("serve", "--port", "99999"), "--port: must be in 1..65535, got 99999"),
+    (("serve", "--port", "-5"), "--port: must be in 1..65535, got -5"),
 ])
 def test_argument_errors_say_what_is_wrong_before_a_model_loads(args: tuple[str, ...], message: str) -> None:
     if args[0] == "generate":  # a model that does not exist: an error about it would mean it was looked up
@@ -70,3 +72,16 @@ def test_the_console_script_imports_nothing_slow_before_main_guards_it() -> None
             "print(pyaccel.Model.__name__, pyaccel.registry.__name__, 'Generator' in dir(pyaccel))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert done.stdout.splitlines() == ["[]", "Model pyaccel.registry True"], done.stderr
+
+
+def test_serve_on_a_port_in_use_says_so_before_the_model_loads() -> None:
+    import socket
+
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        held.listen()
+        port = held.getsockname()[1]
+        out = _pyaccel("serve", "-m", "no-such-model", "--port", str(port))
+    assert out.returncode == 2
+    assert f"port {port} on 127.0.0.1 is in use" in out.stderr and "--port" in out.stderr
+    assert "unknown model" not in out.stderr  # the model was never looked up

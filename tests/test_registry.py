@@ -204,7 +204,7 @@ def test_sigterm_during_a_pull_cleans_up_as_ctrl_c_does(tmp_path: Path) -> None:
     cleanup; inside `ending_signals_raise` they raise SystemExit, so the cleanup runs."""
     marker = tmp_path / "cleaned"
     code = ("import os, signal, time\n"
-            "from pyaccel.leftovers import ending_signals_raise\n"
+            "from pyaccel.signals import ending_signals_raise\n"
             "try:\n"
             "    with ending_signals_raise():\n"
             "        os.kill(os.getpid(), signal.SIGTERM)\n"
@@ -213,3 +213,21 @@ def test_sigterm_during_a_pull_cleans_up_as_ctrl_c_does(tmp_path: Path) -> None:
             f"    open({str(marker)!r}, 'w').close()\n")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert done.returncode == 128 + signal.SIGTERM and marker.exists(), done.stderr
+
+
+def test_sigterm_can_stop_a_block_as_ctrl_c_does(tmp_path: Path) -> None:
+    """`medusa train` turns SIGTERM and SIGHUP into KeyboardInterrupt, so that a closed ssh
+    session saves what was collected and trained as Ctrl-C does; outside the block the
+    default (ending the process) is back."""
+    code = ("import os, signal, time\n"
+            "from pyaccel.signals import ending_signals_raise\n"
+            "for name in ('SIGTERM', 'SIGHUP'):\n"
+            "    try:\n"
+            "        with ending_signals_raise(lambda signum: KeyboardInterrupt()):\n"
+            "            os.kill(os.getpid(), getattr(signal, name))\n"
+            "            time.sleep(30)\n"
+            "    except KeyboardInterrupt:\n"
+            "        print('saved', name)\n"
+            "print(signal.getsignal(signal.SIGTERM) == signal.SIG_DFL)\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.stdout.split("\n")[:3] == ["saved SIGTERM", "saved SIGHUP", "True"], done.stderr

@@ -86,6 +86,7 @@ def command(args: argparse.Namespace) -> int:
 
 def _train(args: argparse.Namespace) -> int:
     from ..methods.medusa.pipeline import describe, train_command
+    from ..signals import ending_signals_raise
 
     cfg = RunConfig(
         collect=CollectConfig(slots=args.slots, max_new_tokens=args.max_new_tokens),
@@ -96,7 +97,10 @@ def _train(args: argparse.Namespace) -> int:
         resume=args.resume, keep_data=args.keep_data)
     t0 = time.monotonic()
     try:
-        report = train_command(args.model, cfg, args.output, args.questions, args.data)
+        # SIGTERM / SIGHUP (a closed ssh session) stop a run as Ctrl-C does: what was
+        # collected and trained is saved, and --resume continues from it.
+        with ending_signals_raise(lambda signum: KeyboardInterrupt()):
+            report = train_command(args.model, cfg, args.output, args.questions, args.data)
     except OptionError as exc:
         raise ValueError(exc.named(_FLAGS)) from None
     print(describe(report))

@@ -3,17 +3,16 @@
 from __future__ import annotations
 
 import argparse
+import errno
 import ipaddress
 import os
-import signal
+import socket
 import sys
-import threading
 import time
-from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Iterator
 
 from ..cli.args import add_method_args, add_model_args, make_method_from_args, method_spec, open_model
+from ..signals import ending_signals_raise
 
 API_KEY_ENV = "PYACCEL_API_KEY"
 
@@ -39,7 +38,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--also-method", action="append", default=[], type=method_spec, metavar="SPEC",
                    help="also serve method SPEC, as model id MODEL@SPEC (e.g. plain, to compare); repeatable")
     p.add_argument("--host", default=SERVE.host, help=f"address to listen on (default {SERVE.host}: this machine only)")
-    p.add_argument("--port", type=int, default=SERVE.port, help=f"default {SERVE.port}")
+    p.add_argument("--port", type=_port, default=SERVE.port, help=f"TCP port, 1-65535 (default {SERVE.port})")
     p.add_argument("--api-key", default=os.environ.get(API_KEY_ENV),
                    help=f"require 'Authorization: Bearer KEY' on /v1 routes (default: ${API_KEY_ENV}, else none)")
     p.add_argument("--max-queue", type=int, default=SERVE.max_queue,
@@ -54,28 +53,43 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "from a browser (CORS); repeatable (default: none)")
 
 
+def _port(text: str) -> int:
+    """--port: a TCP port number."""
+    try:
+        port = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a port number, got {text!r}") from None
+    if not 1 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"must be in 1..65535, got {port}")
+    return port
+
+
 class _Terminated(BaseException):
     """SIGTERM, raised once uvicorn has shut down gracefully (it re-raises the signal then)."""
 
 
-def _terminated(signum: int, frame: object) -> None:
-    raise _Terminated
+def _terminated(signum: int) -> BaseException:
+    return _Terminated()
 
 
-@contextmanager
-def _sigterm_after_shutdown_raises() -> Iterator[None]:
-    """While inside, SIGTERM raises _Terminated instead of killing the process, so that
-    the cleanup after uvicorn.run runs (uvicorn handles the signal itself while it serves,
-    and re-raises it into the handler found before it started: this one)."""
-    if (threading.current_thread() is not threading.main_thread()  # only the main thread sets handlers
-            or signal.getsignal(signal.SIGTERM) not in (signal.SIG_DFL, None)):  # a program's own handler stays
-        yield
-        return
-    previous = signal.signal(signal.SIGTERM, _terminated)
+def _check_address_free(host: str, port: int) -> None:
+    """ValueError saying what to do when `host`:`port` cannot be listened on (another server
+    holds the port, or the host is no address of this machine)."""
     try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except socket.gaierror as exc:
+        raise ValueError(f"--host {host!r} is not a name or address this machine knows ({exc.strerror})") from None
+    family, kind, proto, _, address = infos[0]
+    with socket.socket(family, kind, proto) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn binds
+        try:
+            probe.bind(address)
+        except OSError as exc:
+            if exc.errno == errno.EADDRINUSE:
+                raise ValueError(f"port {port} on {host} is in use (another server?): stop it, or choose "
+                                 "another with --port") from None
+            raise ValueError(f"cannot listen on {host}:{port} ({exc.strerror}): choose another --host or "
+                             "--port") from None
 
 
 def _is_loopback(host: str) -> bool:
@@ -102,6 +116,7 @@ def command(args: argparse.Namespace) -> int:
                                ("--max-prompt-tokens", args.max_prompt_tokens, 1)):
         if value is not None and value < least:
             raise ValueError(f"{flag} must be >= {least}, got {value}")
+    _check_address_free(args.host, args.port)  # before the model loads, not after
     model = open_model(args)
     n_ctx = model.n_ctx
     generators = {model.name: Generator(model, make_method_from_args(args))}
@@ -123,7 +138,9 @@ def command(args: argparse.Namespace) -> int:
     # Ctrl-C and SIGTERM both end with a graceful shutdown, this cleanup (the Model saves
     # its learnt decode costs) and status 0.
     try:
-        with _sigterm_after_shutdown_raises():
+        # uvicorn handles SIGTERM while it serves and, once shut down, re-raises it into the
+        # handler it found: this one, so the cleanup below runs.
+        with ending_signals_raise(_terminated, names=("SIGTERM",)):
             uvicorn.run(create_app(state), host=args.host, port=args.port, log_level="warning",
                         timeout_graceful_shutdown=SERVE.shutdown_grace_s)
     except _Terminated:
