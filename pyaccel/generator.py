@@ -69,9 +69,12 @@ def _stops(stop: str | Sequence[str] | None) -> list[str]:
     if stop is None:
         return []
     if isinstance(stop, str):
-        return [stop]
+        stop = [stop]
     if not isinstance(stop, (list, tuple)) or not all(isinstance(s, str) for s in stop):
         raise TypeError(f"stop must be a string or a list of strings, got {stop!r}")
+    if "" in stop:
+        raise ValueError("stop holds an empty string, which would stop nothing: give the text that ends an "
+                         "answer (e.g. stop=\"\\n\\n\"), or no stop")
     return list(stop)
 
 

@@ -167,6 +167,7 @@ def test_control_token_text_in_a_message_stays_text(family: str, request: pytest
         (dict(min_p=2.0), "min_p"),
         (dict(seed=-2), "seed"),
         (dict(seed=2**64), "seed"),
+        (dict(stop=["\n", ""]), "stop holds an empty string"),
     ],
 )
 def test_bad_arguments_are_clear(gemma: pyaccel.Model, kwargs: dict, match: str) -> None:

@@ -167,7 +167,7 @@ def test_errors(server: str, client: Any) -> None:
     with pytest.raises(openai.NotFoundError) as e:
         client.chat.completions.create(model="no-such-model", messages=[{"role": "user", "content": "hi"}])
     assert e.value.body["code"] == "model_not_found"
-    for bad in (dict(temperature=5), dict(max_tokens=LONG + 1), dict(n=2), dict(top_p=0)):
+    for bad in (dict(temperature=5), dict(max_tokens=LONG + 1), dict(n=2), dict(top_p=0), dict(stop=["x", ""])):
         with pytest.raises(openai.BadRequestError) as e:
             _ask(client, "hi", **bad)
         assert e.value.body["param"] == next(iter(bad)), e.value.body

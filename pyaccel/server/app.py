@@ -125,6 +125,9 @@ def _options(req: SamplingRequest, limits: Limits) -> dict[str, Any]:
     if req.max_tokens is not None and req.max_tokens > limits.max_tokens:
         raise invalid(f"max_tokens is {req.max_tokens} but this server allows at most {limits.max_tokens}",
                       param="max_tokens", code="invalid_value")
+    if "" in req.stops:
+        raise invalid("stop holds an empty string, which would stop nothing: drop it", param="stop",
+                      code="invalid_value")
     sampling = SamplingConfig(temperature=req.temperature, top_k=req.top_k, top_p=req.top_p, min_p=req.min_p,
                               seed=req.seed)
     try:
