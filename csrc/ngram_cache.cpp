@@ -50,6 +50,13 @@ uint64_t fnv1a64(const char * data, size_t n, uint64_t h = 0xcbf29ce484222325ULL
     return h;
 }
 
+// "0x0012abcd": fingerprints as pyaccel prints them everywhere.
+std::string hex32(uint32_t value) {
+    char buf[11];
+    std::snprintf(buf, sizeof(buf), "0x%08x", value);
+    return buf;
+}
+
 void put_le(std::string & out, uint64_t value, int n_bytes) {
     for (int i = 0; i < n_bytes; ++i) out.push_back(static_cast<char>((value >> (8 * i)) & 0xff));
 }
@@ -150,7 +157,8 @@ void NgramCache::merge(const NgramCache & other) {
     }
     if (vocab_ != 0 && other.vocab_ != 0 && vocab_ != other.vocab_) {
         fail("merge: the caches count the ids of different tokenizers (vocabulary fingerprints ",
-             vocab_, " vs ", other.vocab_, "): merge only caches built with the same model's tokenizer");
+             hex32(vocab_), " vs ", hex32(other.vocab_),
+             "): merge only caches built with the same model's tokenizer");
     }
     if (vocab_ == 0) vocab_ = other.vocab_;
     // Safe for other == *this: every key looked up exists, so nothing is inserted.

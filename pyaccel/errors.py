@@ -27,6 +27,10 @@ class ContextOverflowError(PyaccelError, ValueError):
     """The prompt (plus what is asked to be generated) does not fit the context."""
 
 
+class CacheFileError(PyaccelError, ValueError):
+    """A file pyaccel keeps across runs (an n-gram cache) cannot be written where asked."""
+
+
 class ModelOutputError(PyaccelError, ValueError):
     """The model produced something unusable (NaN or inf logits)."""
 

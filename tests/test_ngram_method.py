@@ -186,8 +186,10 @@ def test_build_and_info_cli(gemma: pyaccel.Model, gemma_path: Path, tmp_path: Pa
 
     info = _cli("ngram", "info", str(out))
     assert info.returncode == 0, info.stderr
-    assert info.stdout.splitlines() == ["n_min: 1", "n_max: 3", f"size: {len(want)}",
-                                        f"tokenizer fingerprint: {gemma.backend.vocab_fingerprint:#010x}"]
+    lines = info.stdout.splitlines()
+    assert lines[:4] == ["n_min: 1", "n_max: 3", f"size: {len(want)}",
+                         f"tokenizer fingerprint: {gemma.backend.vocab_fingerprint:#010x}"]
+    assert lines[4] == "cached models with this tokenizer: gemma-3-270m"  # not the Qwen pair, also cached
     # The static cache plugs into the drafter (static_n = 2 lies in 1..3).
     drafter = _drafter(length=4, static_path=out)
     pyaccel.Generator(gemma, drafter).generate("for i in range(", max_tokens=8)

@@ -182,6 +182,8 @@ def _cmd_ngram(args: argparse.Namespace) -> int:
         cache = ngram.load_cache(args.file)
         vocab = f"{cache.vocab:#010x}" if cache.vocab else "not recorded (saved by an older pyaccel)"
         print(f"n_min: {cache.n_min}\nn_max: {cache.n_max}\nsize: {len(cache)}\ntokenizer fingerprint: {vocab}")
+        if cache.vocab:
+            print(f"cached models with this tokenizer: {', '.join(_models_of_vocab(cache.vocab)) or 'none'}")
         return 0
     from ..model import Model
 
@@ -194,6 +196,21 @@ def _cmd_ngram(args: argparse.Namespace) -> int:
     print(f"{args.output}: {len(cache)} n-grams (n {args.n_min}..{args.n_max}) from {len(files)} files{note}",
           file=sys.stderr)
     return 0
+
+
+def _models_of_vocab(fingerprint: int) -> list[str]:
+    """The cached registry models whose vocabulary has this fingerprint (their vocabularies
+    alone are read: under a second each)."""
+    from ..backend import VocabularyFile
+
+    reg = registry.load_registry()
+    names = []
+    for name, spec in reg.models.items():
+        if registry.cached_state(spec) == "cached":
+            with VocabularyFile(registry.model_cache_path(spec)) as vocabulary:
+                if vocabulary.vocab_fingerprint == fingerprint:
+                    names.append(name)
+    return names
 
 
 def _cmd_generate(args: argparse.Namespace) -> int:

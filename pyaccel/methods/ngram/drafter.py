@@ -24,7 +24,7 @@ import numpy as np
 
 from ... import _core
 from ...cost_model import CostModel
-from ...errors import IncompatibleModelsError
+from ...errors import CacheFileError, IncompatibleModelsError
 from ...paths import check_file_path, file_lock
 from ...types import Draft, SamplingConfig
 from ..candidate import Candidate
@@ -53,9 +53,9 @@ def check_cache_vocab(cache: "_core.NgramCache", vocab: int, path: PathLike | No
     """IncompatibleModelsError (a ValueError) naming `path` when `cache` records another
     tokenizer than the fingerprint `vocab`; 0 on either side (unknown) passes."""
     if cache.vocab and vocab and cache.vocab != vocab:
-        where = f"n-gram cache file {os.fspath(path)!r}" if path is not None else "this n-gram cache"
+        where = f"the n-gram cache file {os.fspath(path)!r}" if path is not None else "this n-gram cache"
         raise IncompatibleModelsError(
-            f"the {where} counts the token ids of another tokenizer (vocabulary fingerprint {cache.vocab:#010x}, "
+            f"{where} counts the token ids of another tokenizer (vocabulary fingerprint {cache.vocab:#010x}, "
             f"the model's {vocab:#010x}): it would draft nonsense for this model. {remedy}"
         )
 
@@ -70,10 +70,13 @@ def save_cache(cache: "_core.NgramCache", path: PathLike) -> None:
     check_cache_path(path)
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+    tmp = path.with_name(f"{path.name}.{os.getpid()}")  # the core writes tmp + ".tmp", renames it to tmp
     try:
         cache.save(os.fspath(tmp))
         os.replace(tmp, path)
+    except (OSError, ValueError) as exc:
+        raise CacheFileError(f"cannot save the n-gram cache to {os.fspath(path)!r} ({exc}): give a path in a "
+                             "folder you can write") from None
     finally:
         tmp.unlink(missing_ok=True)
 
