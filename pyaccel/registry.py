@@ -149,6 +149,9 @@ def resolve_model(name_or_path: str | os.PathLike[str], *, pull_missing: bool = 
             raise ModelNotFoundError(f"the cached {spec.name!r} ({path}) is {path.stat().st_size} bytes, not "
                                      f"{spec.size}: it is damaged; run `pyaccel models pull {spec.name} --force`")
         raise ModelNotFoundError(f"model {spec.name!r} is not in the cache: run `pyaccel models pull {spec.name}`")
+    if state == "damaged":  # pulled again as a missing one would be, but not without a word
+        print(f"pyaccel: the cached {spec.name!r} ({path}) is {path.stat().st_size:,} bytes, not {spec.size:,}: "
+              "it is damaged and is fetched again", file=sys.stderr)
     return pull(spec.name, progress=progress)
 
 

@@ -83,7 +83,8 @@ def test_pull_assembles_verifies_and_caches(tmp_path: Path, fake_registry) -> No
     assert _leftovers(tmp_path / "home") == [path]
 
 
-def test_a_damaged_cached_model_is_told_and_fetched_again(tmp_path: Path, fake_registry) -> None:
+def test_a_damaged_cached_model_is_told_and_fetched_again(tmp_path: Path, fake_registry,
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
     """A cached file of another size than the registry's (cut short, overwritten) is never
     taken for the model: resolving without pulling says how to fetch it again, pulling does."""
     payload = bytes(range(256)) * 100
@@ -95,6 +96,9 @@ def test_a_damaged_cached_model_is_told_and_fetched_again(tmp_path: Path, fake_r
     assert registry.cached_state(spec) == "damaged"
     with pytest.raises(ModelNotFoundError, match="damaged; run `pyaccel models pull fake --force`"):
         registry.resolve_model("fake", pull_missing=False)
+    assert registry.resolve_model("fake", progress=False).read_bytes() == payload
+    assert "is 1,000 bytes, not 25,600: it is damaged and is fetched again" in capsys.readouterr().err
+    path.write_bytes(payload[:1000])
     assert registry.pull("fake", progress=False).read_bytes() == payload
     assert registry.cached_state(spec) == "cached"
 
