@@ -119,6 +119,8 @@ def __getattr__(name: str) -> Any:
     module = _EXPORTS.get(name)
     if module is not None:
         return getattr(importlib.import_module(module, __name__), name)
+    if name.startswith("__"):  # never import __main__ (it runs the CLI) for a dunder lookup
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     try:  # a submodule not imported yet: pyaccel.registry, pyaccel.methods, ...
         return importlib.import_module(f".{name}", __name__)
     except ModuleNotFoundError as exc:
@@ -128,4 +130,4 @@ def __getattr__(name: str) -> Any:
 
 
 def __dir__() -> list[str]:
-    return sorted({*globals(), *_EXPORTS})
+    return sorted({*_EXPORTS, "__version__"})

@@ -23,6 +23,8 @@ def _pyaccel(*args: str) -> subprocess.CompletedProcess[str]:
     (("generate", "--method", "lookup:max_draft=abc", "hi"), "max_draft must be an integer, got 'abc'"),
     (("generate", "--method", "lookup:max_draft", "hi"), "needs the form key=value"),
     (("generate", "--bogus", "hi"), "pyaccel generate: error: unrecognized arguments: --bogus"),
+    (("generate", "--method", "lookup", "--draft-length", "0", "hi"), "--draft-length: must be >= 1, got 0"),
+    (("generate", "--method", "lookup", "--draft-length", "x", "hi"), "expected a whole number, got 'x'"),
     (("generate", "--chat", "  "), "the prompt is empty"),
     (("models",), "pyaccel models: error: the following arguments are required: COMMAND"),
     (("serve", "--port", "99999"), "--port: must be in 1..65535, got 99999"),

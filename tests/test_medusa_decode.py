@@ -265,7 +265,7 @@ def test_misuse_is_a_clear_error(gemma: pyaccel.Model, hidden_model: pyaccel.Mod
     path = save_heads(tmp_path / "qwen-heads.gguf", MedusaHeads(text_heads.weights, other))
     with pytest.raises(ValueError, match="trained for 'qwen2.5-coder-1.5b-instruct', not for the model"):
         pyaccel.Generator(hidden_model, f"medusa:heads={path}")
-    with pytest.raises(FileNotFoundError, match="pyaccel medusa train"):
+    with pytest.raises(FileNotFoundError, match=r"train heads for '.+' with `pyaccel medusa train -m \S+ -o \S*none\.gguf`"):
         pyaccel.Generator(hidden_model, Medusa(tmp_path / "none.gguf"))
 
 

@@ -114,14 +114,25 @@ def add_method_args(p: argparse.ArgumentParser) -> None:
                         f"(default: {defaults.METHOD})")
     p.add_argument("--draft-model", default=None,
                    help="draft model for --method draft or auto (default: the registry pair)")
-    p.add_argument("--draft-length", type=int, default=None,
-                   help="fixed draft length (default: chosen by the measured cost model)")
+    p.add_argument("--draft-length", type=_draft_length, default=None, metavar="K",
+                   help="fixed draft length, K >= 1 (default: chosen by the measured cost model)")
     p.add_argument("--ngram-static", default=None, metavar="FILE",
                    help="static cache for --method ngram or auto (pyaccel ngram build)")
     p.add_argument("--ngram-dynamic", default=None, metavar="FILE",
                    help="dynamic cache for --method ngram or auto: loaded if it exists, updated after the "
                         "generation")
     add_heads_arg(p)
+
+
+def _draft_length(text: str) -> int:
+    """--draft-length: a whole number >= 1 (0 would draft nothing, plain decoding in disguise)."""
+    try:
+        k = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if k < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {k} (to draft nothing, use --method plain)")
+    return k
 
 
 def add_heads_arg(p: argparse.ArgumentParser) -> None:

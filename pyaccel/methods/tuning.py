@@ -115,14 +115,28 @@ def check_arguments(options: dict[str, Any], method: Callable[..., Any], what: s
                              f"got {value!r}")
 
 
+def spec_writable(method: Callable[..., Any]) -> list[str]:
+    """The arguments of `method` a method spec can give (not those that take only Python
+    objects, such as a tuning dataclass or a cost model), sorted: what an error lists."""
+    out = []
+    for name, param in inspect.signature(method).parameters.items():
+        if name == "self":
+            continue
+        kinds = ([k.strip() for k in param.annotation.strip("'\"").split("|")]
+                 if isinstance(param.annotation, str) else ["object"])
+        if "object" in kinds or any(k in _SPEC_KINDS and k != "None" for k in kinds):
+            out.append(name)
+    return sorted(out)
+
+
 def check_options(options: dict[str, Any], method: Callable[..., Any], what: str) -> None:
-    """`options` name arguments of `method` (an unknown one is an error listing them all),
-    each of a type a spec can write (`check_arguments`)."""
+    """`options` name arguments of `method` (an unknown one is an error listing those a
+    spec can give), each of a type a spec can write (`check_arguments`)."""
     params = set(inspect.signature(method).parameters) - {"self"}
     unknown = sorted(k for k in options if k not in params)
     if unknown:
         raise ValueError(f"method {what!r}: unknown option {', '.join(unknown)}; its options are "
-                         f"{', '.join(sorted(params))}")
+                         f"{', '.join(spec_writable(method))}")
     check_arguments(options, method, what)
 
 
@@ -138,7 +152,7 @@ def with_tuning_options(options: dict[str, Any], method: Callable[..., Any], tun
     unknown = sorted(k for k in options if k not in params and k not in knobs)
     if unknown:
         raise ValueError(f"method {what!r}: unknown option {', '.join(unknown)}; its arguments are "
-                         f"{', '.join(sorted(params))}; its tuning knobs are {', '.join(sorted(knobs))}")
+                         f"{', '.join(spec_writable(method))}; its tuning knobs are {', '.join(sorted(knobs))}")
     tuned = {k: v for k, v in options.items() if k in knobs and k not in params}
     for k, v in tuned.items():
         _check_type(f"{what} {k}", knobs[k], v)

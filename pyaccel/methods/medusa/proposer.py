@@ -31,8 +31,10 @@ stay the same and the step's limit does not grow.
 from __future__ import annotations
 
 import os
+import shlex
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -197,6 +199,12 @@ class Medusa(Proposer):
         from .format import check_target, default_heads_path, load_heads
 
         arg = self._heads_arg if self._heads_arg is not None else default_heads_path(target)
+        if not isinstance(arg, MedusaHeads) and not Path(arg).is_file():
+            named = "" if self._heads_arg is None else f" -o {shlex.quote(os.fspath(arg))}"
+            model = target.name if target.registry_spec is not None else os.fspath(target.path)
+            raise FileNotFoundError(f"no Medusa heads file at {arg}: train heads for {target.name!r} with "
+                                    f"`pyaccel medusa train -m {shlex.quote(model)}{named}` (about 30 minutes on "
+                                    "a 2-core CPU)")
         heads = arg if isinstance(arg, MedusaHeads) else load_heads(arg)
         if not isinstance(heads, MedusaHeads):
             raise TypeError(f"heads must be a heads file path or a MedusaHeads, got {type(heads).__name__}")
