@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shlex
 import warnings
 from pathlib import Path
 from typing import Any, Mapping, Sequence
@@ -98,6 +99,13 @@ class Model:
     def registry_spec(self) -> registry.ModelSpec | None:
         """The registry entry of this model, by name or, opened by path, by file name and size."""
         return registry.spec_for(self.name, self.path)
+
+    @property
+    def cli_arg(self) -> str:
+        """How `-m` names this model in a command to run, shell-quoted: its registry name
+        (also when it was opened by a path to the registry's file), else its path."""
+        spec = self.registry_spec
+        return shlex.quote(spec.name if spec is not None else os.fspath(self.path))
 
     @property
     def n_vocab(self) -> int:

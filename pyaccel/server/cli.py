@@ -68,10 +68,6 @@ class _Terminated(BaseException):
     """SIGTERM, raised once uvicorn has shut down gracefully (it re-raises the signal then)."""
 
 
-def _terminated(signum: int) -> BaseException:
-    return _Terminated()
-
-
 def _check_address_free(host: str, port: int) -> None:
     """ValueError saying what to do when `host`:`port` cannot be listened on (another server
     holds the port, or the host is no address of this machine)."""
@@ -140,7 +136,7 @@ def command(args: argparse.Namespace) -> int:
     try:
         # uvicorn handles SIGTERM while it serves and, once shut down, re-raises it into the
         # handler it found: this one, so the cleanup below runs.
-        with ending_signals_raise(_terminated, names=("SIGTERM",)):
+        with ending_signals_raise(_Terminated, names=("SIGTERM",)):
             uvicorn.run(create_app(state), host=args.host, port=args.port, log_level="warning",
                         timeout_graceful_shutdown=SERVE.shutdown_grace_s)
     except _Terminated:

@@ -201,9 +201,8 @@ class Medusa(Proposer):
         arg = self._heads_arg if self._heads_arg is not None else default_heads_path(target)
         if not isinstance(arg, MedusaHeads) and not Path(arg).is_file():
             named = "" if self._heads_arg is None else f" -o {shlex.quote(os.fspath(arg))}"
-            model = target.name if target.registry_spec is not None else os.fspath(target.path)
             raise FileNotFoundError(f"no Medusa heads file at {arg}: train heads for {target.name!r} with "
-                                    f"`pyaccel medusa train -m {shlex.quote(model)}{named}` (about 30 minutes on "
+                                    f"`pyaccel medusa train -m {target.cli_arg}{named}` (about 30 minutes on "
                                     "a 2-core CPU)")
         heads = arg if isinstance(arg, MedusaHeads) else load_heads(arg)
         if not isinstance(heads, MedusaHeads):

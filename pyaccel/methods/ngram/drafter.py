@@ -130,7 +130,7 @@ class NgramCacheDrafter(Proposer):
     def bind(self, target: "Model") -> None:
         """Load the caches and check that they count the target's token ids, before any drafting."""
         self._vocab = target.backend.vocab_fingerprint
-        self._model_arg = shlex.quote(target.name if target.name != target.path.name else os.fspath(target.path))
+        self._model_arg = target.cli_arg
         if self._dynamic is not None:  # loaded before bind (the dynamic_cache property)
             self._dynamic = self._adopt_dynamic(self._dynamic)
         if self._static is not None:
