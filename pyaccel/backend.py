@@ -256,7 +256,7 @@ class Vocabulary:
 
 
 class VocabularyFile(Vocabulary):
-    """The vocabulary of a GGUF file alone (no weights, no context: milliseconds to open),
+    """The vocabulary of a GGUF file alone (no weights, no context: under a second to open),
     for checks such as whether a draft model shares a target's tokenizer."""
 
     def __init__(self, path: str | os.PathLike[str], verbose: bool = False) -> None:

@@ -145,8 +145,8 @@ def local_draft_path(target: "Model", draft: object) -> Path | None:
 
 def check_named_draft(target: "Model", draft: object, path: Path) -> None:
     """IncompatibleModelsError unless the draft the caller named (a Model, or the file at
-    `path`) shares the target's tokenizer: checked on its vocabulary alone, in milliseconds,
-    whether or not this device will ever load it."""
+    `path`) shares the target's tokenizer: checked on its vocabulary alone (well under a
+    second, no weights read), whether or not this device will ever load it."""
     from ...model import Model
 
     if isinstance(draft, Model):
