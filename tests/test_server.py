@@ -4,14 +4,9 @@
 from __future__ import annotations
 
 import json
-import os
 import signal
-import socket
-import subprocess
-import sys
 import threading
 import time
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -21,55 +16,15 @@ openai = pytest.importorskip("openai", reason="the test extra installs openai")
 httpx = pytest.importorskip("httpx", reason="the test extra installs httpx")
 pytest.importorskip("sse_starlette", reason="the test extra installs the server extra")
 
-MODEL = "gemma-3-270m"
+from serving import MODEL, N_CTX, health as _health, serve as _server, wait_for as _wait_for  # noqa: E402
+
 UI_ORIGIN = "http://ui.example:5173"  # a web page allowed to call the server from a browser
 KEY = "test-key-123"
-N_CTX = 1024
 # Long enough that a generation left running would be noticed: the context's end.
 LONG = N_CTX - 64
-START_TIMEOUT_S = 90
 # A request queued behind a cancelled generation finishes in about its own time; a
 # cancellation that failed would leave hundreds of tokens to decode first.
 PROMPT_AFTER_CANCEL_S = 20
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-@contextmanager
-def _server(log: Path, *extra: str, model: str = MODEL,
-            env: dict[str, str] | None = None) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
-    """(the base URL, the process) of a running `pyaccel serve` (with `env` added to ours)."""
-    port = _free_port()
-    cmd = [sys.executable, "-m", "pyaccel", "serve", "-m", model, "--n-ctx", str(N_CTX), "--threads", "1",
-           "--port", str(port), *extra]
-    with log.open("w") as out:
-        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env={**os.environ, **(env or {})})
-    base = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + START_TIMEOUT_S
-        while True:
-            if proc.poll() is not None:
-                pytest.fail(f"pyaccel serve exited with {proc.returncode}:\n{log.read_text()}")
-            try:
-                if httpx.get(f"{base}/health", timeout=1.0).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            if time.monotonic() > deadline:
-                pytest.fail(f"pyaccel serve did not answer /health in {START_TIMEOUT_S}s:\n{log.read_text()}")
-            time.sleep(0.2)
-        yield base, proc
-    finally:
-        proc.send_signal(signal.SIGINT)
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
 
 
 @pytest.fixture(scope="module")
@@ -83,18 +38,6 @@ def server(gemma_path: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterat
 @pytest.fixture(scope="module")
 def client(server: str) -> Any:
     return openai.OpenAI(base_url=f"{server}/v1", api_key=KEY, max_retries=0, timeout=120)
-
-
-def _health(base: str) -> dict[str, Any]:
-    body: dict[str, Any] = httpx.get(f"{base}/health", timeout=5).json()
-    return body
-
-
-def _wait_for(base: str, key: str, value: int, timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    while _health(base)[key] != value:
-        assert time.monotonic() < deadline, f"/health never showed {key}={value}: {_health(base)}"
-        time.sleep(0.02)
 
 
 def _ask(client: Any, text: str, **kwargs: Any) -> Any:
@@ -167,7 +110,7 @@ def test_errors(server: str, client: Any) -> None:
     with pytest.raises(openai.NotFoundError) as e:
         client.chat.completions.create(model="no-such-model", messages=[{"role": "user", "content": "hi"}])
     assert e.value.body["code"] == "model_not_found"
-    for bad in (dict(temperature=5), dict(max_tokens=LONG + 1), dict(n=2), dict(top_p=0), dict(stop=["x", ""])):
+    for bad in (dict(temperature=5), dict(max_tokens=0), dict(n=2), dict(top_p=0), dict(stop=["x", ""])):
         with pytest.raises(openai.BadRequestError) as e:
             _ask(client, "hi", **bad)
         assert e.value.body["param"] == next(iter(bad)), e.value.body
@@ -282,6 +225,61 @@ def test_a_stream_open_at_shutdown_ends_with_an_error_and_done(gemma_path: Path,
         assert events[-1] == "[DONE]"
         assert json.loads(events[-2])["error"]["code"] == "server_shutting_down"
         assert len(events) < LONG  # cut, not run to its end
+
+
+@pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "Ctrl-C"])
+def test_a_request_open_at_shutdown_gets_a_clean_503(gemma_path: Path, tmp_path: Path, stop: int) -> None:
+    """A server stopped while a non-streaming answer is generated, and another waits behind
+    it: both clients get an OpenAI-style 503 saying why, and the log holds no traceback."""
+    log = tmp_path / "log.txt"
+    with _server(log, "--method", "plain") as (base, proc):
+        body = {"model": MODEL, "max_tokens": LONG, "temperature": 0,
+                "messages": [{"role": "user", "content": "Count from one to one thousand in words."}]}
+        answers: list[Any] = []
+
+        def ask() -> None:
+            answers.append(httpx.post(f"{base}/v1/chat/completions", json=body, timeout=60))
+
+        threads = [threading.Thread(target=ask) for _ in range(2)]
+        threads[0].start()
+        _wait_for(base, "running", 1)
+        threads[1].start()
+        _wait_for(base, "waiting", 1)
+        proc.send_signal(stop)
+        for t in threads:
+            t.join(60)
+        proc.wait(timeout=30)
+    assert proc.returncode == 0, log.read_text()
+    assert [a.status_code for a in answers] == [503, 503], [a.text for a in answers]
+    for a in answers:
+        error = a.json()["error"]
+        assert (error["type"], error["code"]) == ("server_error", "server_shutting_down")
+        assert "retry" in error["message"]
+    assert "Traceback" not in log.read_text()
+
+
+def test_max_tokens_caps_a_larger_request(gemma_path: Path, tmp_path: Path) -> None:
+    """Chat UIs ask for more tokens than a server allows: --max-tokens caps the request (the
+    answer is the one a request for exactly the cap gets) and timings say so."""
+    with _server(tmp_path / "log.txt", "--method", "plain", "--max-tokens", "6") as (base, _):
+        small = openai.OpenAI(base_url=f"{base}/v1", api_key="unused", max_retries=0, timeout=120)
+        cold = {"extra_body": {"cache_prompt": False}}  # each answer made as the first one was
+        capped = _ask(small, "Tell a long story.", max_tokens=100_000)
+        assert (capped.usage.completion_tokens, capped.choices[0].finish_reason) == (6, "length")
+        assert capped.model_extra["timings"]["max_tokens"] == 6
+        assert capped.model_extra["timings"]["max_tokens_capped"] is True
+        exact = _ask(small, "Tell a long story.", max_tokens=6, **cold)
+        assert exact.choices[0].message.content == capped.choices[0].message.content
+        assert exact.model_extra["timings"]["max_tokens_capped"] is False
+        fewer = _ask(small, "Tell a long story.", max_tokens=3, **cold)
+        assert fewer.usage.completion_tokens == 3 and fewer.model_extra["timings"]["max_tokens"] == 3
+        last = list(_ask(small, "Tell a long story.", max_tokens=50, stream=True, **cold))[-1]
+        assert last.model_extra["timings"]["max_tokens"] == 6
+        assert last.model_extra["timings"]["max_tokens_capped"] is True
+        for bad in (0, -3, "7", 2.5, True):
+            raw = httpx.post(f"{base}/v1/chat/completions", timeout=30,
+                             json={"model": MODEL, "max_tokens": bad, "messages": [{"role": "user", "content": "hi"}]})
+            assert raw.status_code == 400 and raw.json()["error"]["param"] == "max_tokens", raw.text
 
 
 def _learnt_samples(home: Path) -> int:
