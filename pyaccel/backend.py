@@ -45,10 +45,11 @@ def _shorter_barrier_spins() -> None:
 _shorter_barrier_spins()
 
 import llama_cpp  # noqa: E402  (after the spin count above)
+from llama_cpp import _ggml  # noqa: E402  (ggml's C library: where the weights go)
 from llama_cpp import _logger as llama_logger  # noqa: E402
 from llama_cpp.llama_chat_format import Jinja2ChatFormatter  # noqa: E402
 
-from . import _core, vocab  # noqa: E402
+from . import _core, vocab, weights  # noqa: E402
 from .errors import ContextOverflowError, ModelLoadError, PrefillCancelled  # noqa: E402
 
 GGUF_MAGIC = b"GGUF"
@@ -85,7 +86,42 @@ class ContextConfig:
     # measured ~1.02x faster plain decoding here but more batch-vs-single-token divergence
     # in greedy verification; see the README before changing the default.
     flash_attn: bool | None = None
+    # Let llama.cpp put weights in its AMX buffer type where it has one (its AMX matmul
+    # faults on some CPUs that report AMX, so weights are kept out of it by default).
+    amx: bool = False
     verbose: bool = False
+
+
+@contextlib.contextmanager
+def default_placement(placement: weights.Placement) -> Iterator[None]:
+    """Meanwhile llama_model_default_params() carries `placement`: for llama-cpp-python's
+    own `Llama`, which builds its model parameters from those defaults and takes no
+    placement (the bench's comparison with it loads the weights where pyaccel does)."""
+    make = llama_cpp.llama_model_default_params
+
+    def placed() -> llama_cpp.llama_model_params:
+        mparams = make()
+        _apply_placement(mparams, placement)
+        return mparams
+
+    llama_cpp.llama_model_default_params = placed
+    try:
+        yield
+    finally:
+        llama_cpp.llama_model_default_params = make
+
+
+def _apply_placement(mparams: llama_cpp.llama_model_params, placement: weights.Placement) -> None:
+    mparams.use_extra_bufts = placement.use_extra_bufts
+    overrides = placement.overrides()
+    if overrides is not None:
+        mparams.tensor_buft_overrides = ctypes.addressof(overrides)
+
+
+def ggml_library() -> ctypes.CDLL:
+    """The ggml C library llama-cpp-python loaded (buffer types, ggml's GGUF reader)."""
+    lib: ctypes.CDLL = _ggml.libggml
+    return lib
 
 
 class _Batch:
@@ -278,7 +314,9 @@ class VocabularyFile(Vocabulary):
 class LlamaBackend(Vocabulary):
     """One llama.cpp model and context. Use as a context manager or call `close()`."""
 
-    def __init__(self, path: str | os.PathLike[str], config: ContextConfig = ContextConfig()) -> None:
+    def __init__(self, path: str | os.PathLike[str], config: ContextConfig = ContextConfig(),
+                 placement: weights.Placement | None = None) -> None:
+        """placement: where the weights go (default: `weights.choose` for this config)."""
         self.path = Path(path)
         self.config = config
         self._model = None
@@ -289,6 +327,9 @@ class LlamaBackend(Vocabulary):
         check_gguf_file(self.path)
         _set_llama_log(config.verbose)
         llama_cpp.llama_backend_init()
+        self.placement = placement or weights.choose(ggml_library(), self.path, config.amx, config.n_gpu_layers)
+        if config.verbose and self.placement.tag:
+            print(f"pyaccel: {self.placement.summary} (amx=True, or --amx, lets llama.cpp use AMX)", file=sys.stderr)
         self._load(config)
 
     # ---- life cycle -------------------------------------------------------------------
@@ -300,6 +341,7 @@ class LlamaBackend(Vocabulary):
             raise ValueError(f"n_gpu_layers must be -1 (every layer) or >= 0, got {config.n_gpu_layers}")
         mparams = llama_cpp.llama_model_default_params()
         mparams.n_gpu_layers = config.n_gpu_layers
+        _apply_placement(mparams, self.placement)
         model = llama_cpp.llama_model_load_from_file(os.fsencode(self.path), mparams)
         if not model:
             raise ModelLoadError(

@@ -120,11 +120,13 @@ def _cpu_name() -> str:
 
 
 def _model_device(backend: LlamaBackend) -> str:
-    """Model file, device, thread count, offload and attention kernel: what costs depend on."""
+    """Model file, device, thread count, offload, attention kernel and the weights' buffer
+    types where pyaccel chose them: what costs depend on."""
     st = backend.path.stat()
     fa = {None: "auto", True: "on", False: "off"}[backend.config.flash_attn]
+    placed = f"-w{backend.placement.tag}" if backend.placement.tag else ""
     return (f"{backend.path.name}-{st.st_size}-{platform.machine()}-{_cpu_name()}-gpu{backend.config.n_gpu_layers}"
-            f"-t{backend.n_threads}-fa{fa}")
+            f"-t{backend.n_threads}-fa{fa}{placed}")
 
 
 def _file_safe(raw: str) -> str:

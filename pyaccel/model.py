@@ -22,7 +22,10 @@ class Model:
     """A GGUF model loaded in llama.cpp, by registry name (pulled on first use) or by path.
 
     n_seq_max bounds how many root-to-leaf paths a draft tree may have; embeddings=True also
-    returns the final hidden states (Medusa heads need them).
+    returns the final hidden states (Medusa heads need them). amx=True lets llama.cpp put
+    weights in its AMX buffer type where it has one: off by default, since llama.cpp's AMX
+    matmul crashes on some Intel CPUs that report AMX (the weights then go where llama.cpp
+    puts them without AMX: its repacked CPU kernels, at their usual speed).
     """
 
     def __init__(
@@ -36,6 +39,7 @@ class Model:
         n_batch: int = defaults.N_BATCH,
         embeddings: bool = False,
         flash_attn: bool | None = None,
+        amx: bool = False,
         verbose: bool = False,
         progress: bool = True,
     ) -> None:
@@ -47,7 +51,7 @@ class Model:
         self.name: str = registry.model_name(path_or_name, self.path)
         config = ContextConfig(n_ctx=n_ctx, n_threads=n_threads, n_gpu_layers=n_gpu_layers,
                                n_seq_max=n_seq_max, n_batch=n_batch, embeddings=embeddings,
-                               flash_attn=flash_attn, verbose=verbose)
+                               flash_attn=flash_attn, amx=amx, verbose=verbose)
         self.backend = LlamaBackend(self.path, config)
         if 0 < self.backend.n_ctx_train < n_ctx:
             warnings.warn(f"n_ctx={n_ctx} is beyond the {self.backend.n_ctx_train} tokens {self.path.name} was "

@@ -156,13 +156,17 @@ def check_peer_options(spec: MethodSpec) -> None:
 def _make_peer(spec: MethodSpec, model: "Model") -> LlamaRunner:
     import llama_cpp
 
+    from ..backend import default_placement
+
     check_peer_options(spec)
     threads = model.backend.n_threads
     kwargs: dict[str, Any] = dict(n_ctx=model.n_ctx, n_threads=threads, n_threads_batch=threads,
                                   n_gpu_layers=model.backend.config.n_gpu_layers, verbose=False)
     if spec.name == "llama-lookup":
         kwargs.update(draft_model=_peer_drafter()(**{**PEER_LOOKUP_DEFAULTS, **spec.options}), logits_all=True)
-    return LlamaRunner(spec.label, llama_cpp.Llama(str(model.path), **kwargs), model)
+    with default_placement(model.backend.placement):  # its weights where pyaccel's are (no AMX fault)
+        llm = llama_cpp.Llama(str(model.path), **kwargs)
+    return LlamaRunner(spec.label, llm, model)
 
 
 def check_drafts(methods: Sequence[MethodSpec], model_name: str, pair: str | None, draft_model: str | None) -> None:

@@ -21,6 +21,8 @@ def add_model_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--n-ctx", type=int, default=defaults.N_CTX, help=f"context size in tokens (default {defaults.N_CTX}; llama.cpp rounds it up to a multiple of 256)")
     p.add_argument("--threads", type=int, default=None, help="CPU threads (0 or unset: all cores on small machines)")
     p.add_argument("--n-gpu-layers", type=int, default=0, help="layers offloaded to a GPU build (-1: all)")
+    p.add_argument("--amx", action="store_true",
+                   help="let llama.cpp use its AMX matmul on Intel CPUs that have AMX (off by default: it crashes on some)")
     p.add_argument("--verbose", action="store_true", help="show llama.cpp's own log")
 
 
@@ -38,7 +40,7 @@ def open_model(args: argparse.Namespace, **overrides: Any) -> "Model":
     from ..model import Model
 
     kwargs: dict[str, Any] = dict(n_ctx=args.n_ctx, n_threads=args.threads, n_gpu_layers=args.n_gpu_layers,
-                                  verbose=args.verbose)
+                                  amx=args.amx, verbose=args.verbose)
     if _wants_hidden_states(args):
         kwargs["embeddings"] = True
     kwargs.update(overrides)

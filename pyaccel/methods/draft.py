@@ -155,7 +155,8 @@ class DraftModel(Proposer):
             draft = spec.draft
         self._n_seq_max = target.backend.n_seq_max
         self.model = draft if isinstance(draft, Model) else Model(draft, n_ctx=target.n_ctx,
-                                                                  n_threads=target.backend.n_threads)
+                                                                  n_threads=target.backend.n_threads,
+                                                                  amx=target.backend.config.amx)
         check_draft_vocabulary(target, self.model.backend, self.model.name)
         if self.model.n_ctx < target.n_ctx:
             warnings.warn(f"the draft model's context ({self.model.n_ctx} tokens) is smaller than the target's "
