@@ -118,3 +118,18 @@ def test_the_default_model_decodes_on_this_host(qwen_path: Path, method: str) ->
         got = pyaccel.Generator(model, method).generate(prompt, max_tokens=24).tokens
         assert len(plain) == 24
         assert_greedy_equivalent(model, model.tokenize(prompt), plain, got)
+
+
+def test_bench_placements_times_every_placement_against_the_default(gemma_path: Path,
+                                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    from pyaccel.cli import main
+
+    assert main(["bench", "-m", str(gemma_path), "--placements", "--rounds", "2", "--threads", "1"]) == 0
+    out = capsys.readouterr().out
+    rows = [line.split() for line in out.splitlines()[2:]]
+    names = {row[0] for row in rows}
+    assert {"default:", "amx-out", "no-extra"} <= names and ("own" in names) != _has_amx()
+    assert {row[1] for row in rows} == {"decode", "verify"} and len(rows) == 2 * len(names)
+    for row in rows:
+        ratio, (low, high) = float(row[2]), map(float, row[3].split("-"))
+        assert 0 < low <= ratio <= high

@@ -60,6 +60,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="also compute the n-gram oracle bound per prompt and each method's share of it")
     p.add_argument("--costs", action="store_true",
                    help="print the measured cost curve and the draft lengths the cost model picks on it; no suites")
+    p.add_argument("--placements", action="store_true",
+                   help="time plain decoding and a 16-token verification for each placement of the weights "
+                        "(pyaccel's default, llama.cpp's own, AMX kept out, no repacked kernels) over --rounds "
+                        "interleaved rounds; no suites")
     p.add_argument("--draft-model", default=None, help="draft model of draft methods and --costs (default: the registry pair)")
     add_heads_arg(p)
 
@@ -68,6 +72,18 @@ def _write(path: str, text: str) -> None:
     out = Path(path)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(text, encoding="utf-8")
+
+
+def _placements(args: argparse.Namespace) -> int:
+    from .placements import report, time_placements
+
+    rounds = max(args.rounds, 2)  # an interval needs more than one round
+    path = registry.resolve_model(args.model or registry.load_registry().default)
+    print(f"timing {path.name}, {rounds} rounds", file=sys.stderr)
+    ratios = time_placements(path, rounds, args.threads, amx=args.amx,
+                             progress=lambda line: print(line, file=sys.stderr, flush=True))
+    print(report(ratios, rounds))
+    return 0
 
 
 def check_outputs(args: argparse.Namespace, methods: Sequence[MethodSpec]) -> None:
@@ -176,6 +192,8 @@ def _write_files(args: argparse.Namespace, rows: Sequence["SummaryRow"], model_n
 def command(args: argparse.Namespace) -> int:
     from .costs_report import costs_report
 
+    if args.placements:
+        return _placements(args)
     if not args.costs and not args.suite:
         raise ValueError("no suite given: add --suite code, edit, specbench, specbench:CATEGORY or a .jsonl file (or --costs)")
     config = BenchConfig(suites=args.suite, methods=parse_methods(args.methods), max_tokens=args.max_tokens,
