@@ -17,10 +17,12 @@ import json
 import time
 import uuid
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from types import FrameType
 from typing import Any, AsyncIterator, Mapping, TypeVar
 
 import anyio
+import uvicorn
 from pydantic import ValidationError
 from sse_starlette.sse import EventSourceResponse
 from starlette.applications import Starlette
@@ -38,9 +40,10 @@ from ..types import Result, SamplingConfig
 from .errors import APIError, api_error_handler, from_generation, from_validation, http_error_handler, \
     internal_error_handler, invalid, shutting_down
 from .scheduler import Job, QueueFullError, Scheduler, Work
-from .schemas import ChatRequest, CompletionRequest, SamplingRequest, Shape
+from .schemas import ChatRequest, CompletionRequest, SamplingRequest, Shape, TokenLimit
 
-# How often a non-streaming request checks whether its client is still there.
+# How often a non-streaming request checks whether its client is still there, and
+# whether the server has begun to shut down.
 DISCONNECT_POLL_S = 0.1
 # Seconds between SSE keep-alive comments while a streamed request waits in the queue.
 SSE_PING_S = 15
@@ -58,6 +61,15 @@ class Limits:
     max_tokens: int
 
 
+class ShutdownFlag:
+    """Raised by the server's signal handler when shutdown begins; read by open requests.
+    A plain attribute, not a threading.Event: Event.set takes a lock, which a second
+    signal arriving inside the first handler would wait on forever."""
+
+    def __init__(self) -> None:
+        self.begun = False
+
+
 @dataclass(frozen=True)
 class ServerState:
     """Everything the routes use: one Model, its Generators by model id, one Scheduler."""
@@ -71,6 +83,7 @@ class ServerState:
     created: int
     # Web pages (origins) whose scripts may call the API from a browser (CORS); "*": any.
     allow_origins: tuple[str, ...] = ()
+    stopping: ShutdownFlag = field(default_factory=ShutdownFlag)
 
 
 def _state(request: Request) -> ServerState:
@@ -119,12 +132,17 @@ def _generator(state: ServerState, model_id: str) -> Generator:
 SAMPLING_FIELDS = frozenset({"temperature", "top_k", "top_p", "min_p", "seed"})
 
 
+def _token_limit(req: SamplingRequest, limits: Limits) -> TokenLimit:
+    """The most new tokens the answer gets: what the request asks, capped at the server's
+    limit (chat UIs ask for more than a server allows, and get the most it allows), or the
+    limit itself when it asks none."""
+    if req.max_tokens is None:
+        return TokenLimit(limits.max_tokens, capped=False)
+    return TokenLimit(min(req.max_tokens, limits.max_tokens), capped=req.max_tokens > limits.max_tokens)
+
+
 def _options(req: SamplingRequest, limits: Limits) -> dict[str, Any]:
-    """Keyword arguments of Generator.stream; an unset max_tokens lets the answer run to
-    the server's limit (the context at most)."""
-    if req.max_tokens is not None and req.max_tokens > limits.max_tokens:
-        raise invalid(f"max_tokens is {req.max_tokens} but this server allows at most {limits.max_tokens}",
-                      param="max_tokens", code="invalid_value")
+    """Keyword arguments of Generator.stream."""
     if "" in req.stops:
         raise invalid("stop holds an empty string, which would stop nothing: drop it", param="stop",
                       code="invalid_value")
@@ -135,7 +153,7 @@ def _options(req: SamplingRequest, limits: Limits) -> dict[str, Any]:
     except (TypeError, ValueError) as exc:  # its message starts with the field's name
         field_name = str(exc).split(" ", 1)[0]
         raise invalid(str(exc), param=field_name if field_name in SAMPLING_FIELDS else None) from None
-    return dict(max_tokens=req.max_tokens or limits.max_tokens, temperature=req.temperature, top_k=req.top_k,
+    return dict(max_tokens=_token_limit(req, limits).max_tokens, temperature=req.temperature, top_k=req.top_k,
                 top_p=req.top_p, min_p=req.min_p, seed=req.seed, stop=req.stops, cache_prompt=req.cache_prompt)
 
 
@@ -154,18 +172,23 @@ def _submit(state: ServerState, work: Work) -> Job:
     return job
 
 
-async def _watch_client(request: Request, job: Job) -> None:
-    """Cancel `job` as soon as its (non-streaming) client disconnects."""
+async def _watch(request: Request, job: Job, stopping: ShutdownFlag) -> None:
+    """Cancel `job` as soon as its (non-streaming) client disconnects; end it with a 503 as
+    soon as the server begins to shut down, so that its client is answered before uvicorn's
+    graceful shutdown runs out and cancels the request (a 500 and a traceback)."""
     while not job.cancelled:
+        if stopping.begun:
+            job.interrupt(shutting_down())
+            return
         if await request.is_disconnected():
             job.cancel()
             return
         await asyncio.sleep(DISCONNECT_POLL_S)
 
 
-async def _collect(request: Request, job: Job) -> Result | None:
+async def _collect(request: Request, job: Job, stopping: ShutdownFlag) -> Result | None:
     """The job's Result; None when the client left first."""
-    watcher = asyncio.create_task(_watch_client(request, job))
+    watcher = asyncio.create_task(_watch(request, job, stopping))
     try:
         result = None
         async for item in job.items():
@@ -210,6 +233,7 @@ async def _answer(request: Request, state: ServerState, req: SamplingRequest, pr
     job = _submit(state, Work(generator, prompt, _options(req, state.limits)))
     prefix = "chatcmpl" if chat else "cmpl"
     shape = Shape(chat, f"{prefix}-{uuid.uuid4().hex[:24]}", int(time.time()), req.model, state.methods[req.model],
+                  _token_limit(req, state.limits),
                   include_usage=bool(req.stream and req.stream_options and req.stream_options.include_usage))
     if req.stream:
         # The background task also cancels a job whose client left before its stream began.
@@ -217,7 +241,7 @@ async def _answer(request: Request, state: ServerState, req: SamplingRequest, pr
         return EventSourceResponse(_events(job, shape, shutdown), ping=SSE_PING_S, background=BackgroundTask(job.cancel),
                                    shutdown_event=shutdown, shutdown_grace_period=SSE_FAREWELL_S)
     try:
-        result = await _collect(request, job)
+        result = await _collect(request, job, state.stopping)
     except Exception as exc:
         raise from_generation(exc) from None
     if result is None:  # nobody is listening any more
@@ -308,3 +332,33 @@ def create_app(state: ServerState) -> Starlette:
     app = Starlette(routes=routes, exception_handlers=handlers, lifespan=lifespan, middleware=middleware)
     app.state.pyaccel = state
     return app
+
+
+class _Server(uvicorn.Server):
+    """uvicorn's server, raising `stopping` the moment a signal starts its shutdown."""
+
+    def __init__(self, config: uvicorn.Config, stopping: ShutdownFlag) -> None:
+        super().__init__(config)
+        self._stopping = stopping
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        self._stopping.begun = True
+        super().handle_exit(sig, frame)
+
+
+# uvicorn.run's exit status when the server could not start (it has logged why).
+STARTUP_FAILURE = 3
+
+
+def serve(state: ServerState, host: str, port: int, shutdown_grace_s: float) -> None:
+    """Serve until Ctrl-C or SIGTERM (as uvicorn.run does, which re-raises SIGTERM once shut
+    down), telling open requests when shutdown begins."""
+    config = uvicorn.Config(create_app(state), host=host, port=port, log_level="warning",
+                            timeout_graceful_shutdown=shutdown_grace_s)
+    server = _Server(config, state.stopping)
+    try:
+        server.run()
+    except KeyboardInterrupt:  # Ctrl-C, re-raised once the server has shut down
+        pass
+    if not server.started:
+        raise SystemExit(STARTUP_FAILURE)

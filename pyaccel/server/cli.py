@@ -44,8 +44,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-queue", type=int, default=SERVE.max_queue,
                    help=f"requests that may wait behind the running one; more are answered 503 (default {SERVE.max_queue})")
     p.add_argument("--max-tokens", type=int, default=None,
-                   help="most new tokens a request may ask for, and what it gets when it asks none "
-                        "(default: up to the context)")
+                   help="most new tokens an answer gets: a request asking more is capped (timings say so), "
+                        "one asking none gets this many (default: up to the context)")
     p.add_argument("--max-prompt-tokens", type=int, default=None,
                    help="longest prompt accepted, in tokens (default: the context less one)")
     p.add_argument("--allow-origin", action="append", default=[], metavar="ORIGIN",
@@ -97,9 +97,7 @@ def _is_loopback(host: str) -> bool:
 
 def command(args: argparse.Namespace) -> int:
     try:
-        import uvicorn
-
-        from .app import Limits, ServerState, create_app
+        from .app import Limits, ServerState, serve
     except ImportError as exc:
         print(f"pyaccel: error: pyaccel serve needs the server extra ({exc.name} is missing): "
               "pip install 'pyaccel[server]'", file=sys.stderr)
@@ -137,8 +135,7 @@ def command(args: argparse.Namespace) -> int:
         # uvicorn handles SIGTERM while it serves and, once shut down, re-raises it into the
         # handler it found: this one, so the cleanup below runs.
         with ending_signals_raise(_Terminated, names=("SIGTERM",)):
-            uvicorn.run(create_app(state), host=args.host, port=args.port, log_level="warning",
-                        timeout_graceful_shutdown=SERVE.shutdown_grace_s)
+            serve(state, args.host, args.port, SERVE.shutdown_grace_s)
     except _Terminated:
         pass
     finally:

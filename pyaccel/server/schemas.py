@@ -127,13 +127,24 @@ def usage(result: Result) -> dict[str, int]:
             "total_tokens": s.prompt_tokens + s.new_tokens}
 
 
-def timings(result: Result, method: str) -> dict[str, Any]:
-    """How the answer was made: prefill and decode time, speed, and the speculation figures."""
+@dataclass(frozen=True)
+class TokenLimit:
+    """The most new tokens an answer got, and whether that is less than its request asked
+    (the server's --max-tokens capped it)."""
+
+    max_tokens: int
+    capped: bool
+
+
+def timings(result: Result, method: str, limit: TokenLimit) -> dict[str, Any]:
+    """How the answer was made: prefill and decode time, speed, the speculation figures and
+    the token limit applied."""
     s = result.stats
     return {"prompt_tokens": s.prompt_tokens, "cached_prompt_tokens": s.cached_prompt_tokens,
             "prompt_s": s.prefill_s, "decode_s": s.decode_s, "tokens_per_s": s.tokens_per_s,
             "tau": s.tau, "drafted": s.drafted, "accepted": s.accepted,
-            "acceptance_rate": s.acceptance_rate, "method": method}
+            "acceptance_rate": s.acceptance_rate, "method": method,
+            "max_tokens": limit.max_tokens, "max_tokens_capped": limit.capped}
 
 
 @dataclass(frozen=True)
@@ -145,6 +156,7 @@ class Shape:
     created: int
     model: str
     method: str
+    limit: TokenLimit
     # A stream's usage goes in a chunk of its own after the last one, as OpenAI's does,
     # only when the request asks for it (stream_options.include_usage).
     include_usage: bool = False
@@ -171,7 +183,7 @@ class Shape:
     def response(self, result: Result) -> dict[str, Any]:
         """The whole answer of a non-streaming request."""
         return {**self._head(False), "choices": [self._choice(result.text, result.finish_reason, False)],
-                "usage": usage(result), "timings": timings(result, self.method)}
+                "usage": usage(result), "timings": timings(result, self.method, self.limit)}
 
     def _stream_head(self) -> dict[str, Any]:
         head = self._head(True)
@@ -187,7 +199,7 @@ class Shape:
         """The one chunk with a finish_reason, with the timings."""
         return {**self._stream_head(),
                 "choices": [self._choice(None if self.chat else "", result.finish_reason, True)],
-                "timings": timings(result, self.method)}
+                "timings": timings(result, self.method, self.limit)}
 
     def usage_chunk(self, result: Result) -> dict[str, Any]:
         """The chunk after the last one when the request asked for usage: no choices."""
