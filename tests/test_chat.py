@@ -128,6 +128,21 @@ def test_piped_in_the_output_holds_only_the_answers(gemma_path: Path) -> None:
     assert run.stdout.strip()
 
 
+def test_piped_commands_answer_on_stderr_and_a_double_slash_sends_a_slash(gemma: Any) -> None:
+    """`pyaccel chat < script.txt > answers.txt`: what commands print goes to stderr, and a
+    message that starts with '/' is sent by doubling the slash."""
+    message = "/etc/hosts is a file. What is it for?"
+    run = _piped(f"/system Be brief.\n/stats\n/foo\n/help\n/{message}\n/reset\n")
+    feedback = ("[system prompt set]", "method plain; 0 answers", "[unknown command /foo]", "commands:",
+                "[chat forgotten]")
+    for line in feedback:
+        assert line in run.stderr and line not in run.stdout, (line, run.stdout, run.stderr)
+    (stats,) = STATS.findall(run.stderr)  # the doubled-slash line was sent, as one message
+    expected = gemma.chat_prompt([{"role": "system", "content": "Be brief."}, {"role": "user", "content": message}])
+    assert int(stats[3]) == len(expected)  # with exactly one slash taken off
+    assert run.stdout.strip()
+
+
 def test_a_refused_message_costs_no_earlier_turn(gemma_path: Path) -> None:
     """A message too long for the context is refused; the turns before it stay in the chat
     (they were trimmed to make room for it, and lost, before)."""

@@ -3,7 +3,9 @@
 Answers stream as tokens are accepted. The history stays in the model's KV cache: a new
 turn re-renders the whole chat, and the Generator's prefix reuse prefills only what is
 new. Ctrl-C stops an answer (the session goes on; a second Ctrl-C at the prompt exits),
-Ctrl-D exits. Commands: /reset, /stats, /system [TEXT], /help, /exit.
+Ctrl-D exits. Commands: /reset, /stats, /system [TEXT], /help, /exit; what they print
+goes to stderr, so that stdout holds only the answers. A message that itself starts with
+/ is sent by doubling the slash: //etc/hosts sends /etc/hosts.
 """
 
 from __future__ import annotations
@@ -29,13 +31,17 @@ from .args import (add_method_args, add_model_args, add_sampling_args, add_stop_
 PROMPT = ">>> "
 MORE = "... "
 BLOCK = '"""'
+# A message starting with this sends itself less its first character: "//etc/hosts" sends
+# "/etc/hosts", where a single slash would be a command.
+ESCAPE = "//"
 # Lines that arrive within this many seconds of the previous one are a paste: one message.
 PASTE_GAP_S = 0.05
 # The history is trimmed (oldest turns first) so that at least this share of the context
 # is left for the answer.
 ANSWER_ROOM = 0.25
 HELP = ('commands: /reset (forget the chat), /stats, /system [TEXT] (show or set the system prompt), '
-        f'/exit; {BLOCK} starts and ends a multi-line message; Ctrl-C stops an answer, Ctrl-D exits')
+        f'/exit; {ESCAPE}TEXT sends /TEXT as a message; {BLOCK} starts and ends a multi-line message; '
+        'Ctrl-C stops an answer, Ctrl-D exits')
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -228,27 +234,28 @@ def stats_text(session: Session) -> str:
             "context tokens in use")
 
 
-def command_line(session: Session, line: str, out: TextIO) -> bool:
-    """Run a /command; False when the session should end."""
+def command_line(session: Session, line: str, err: TextIO) -> bool:
+    """Run a /command, its feedback on `err` (stderr: stdout is for answers); False when
+    the session should end."""
     name, _, arg = line.strip().partition(" ")
     if name in ("/exit", "/quit"):
         return False
     if name == "/reset":
         session.messages.clear()
         session.gen.reset()  # nothing of the old chat stays in the context either
-        print("[chat forgotten]", file=out)
+        print("[chat forgotten]", file=err)
     elif name == "/stats":
-        print(stats_text(session), file=out)
+        print(stats_text(session), file=err)
     elif name == "/system":
         if arg.strip():
             session.system = arg.strip()
-            print("[system prompt set]", file=out)
+            print("[system prompt set]", file=err)
         else:
-            print(session.system or "[no system prompt]", file=out)
+            print(session.system or "[no system prompt]", file=err)
     elif name == "/help":
-        print(HELP, file=out)
+        print(HELP, file=err)
     else:
-        print(f"[unknown command {name}] {HELP}", file=out)
+        print(f"[unknown command {name}] {HELP}", file=err)
     return True
 
 
@@ -265,16 +272,18 @@ def loop(session: Session, out: TextIO, err: TextIO) -> None:
             return
         except KeyboardInterrupt:
             if armed:
-                out.write("\n")
+                err.write("\n")
                 return
             armed = True
-            print("\n[Ctrl-C again to exit, or type a message]", file=out)
+            print("\n[Ctrl-C again to exit, or type a message]", file=err)
             continue
         armed = False
         if not text.strip():
             continue
-        if text.startswith("/"):
-            if not command_line(session, text, out):
+        if text.startswith(ESCAPE):
+            text = text[1:]
+        elif text.startswith("/"):
+            if not command_line(session, text, err):
                 return
             continue
         # After an answer stopped with Ctrl-C, one more Ctrl-C at the prompt exits.
