@@ -39,6 +39,7 @@ from ..model import Model
 from ..types import Result, SamplingConfig
 from .errors import APIError, api_error_handler, from_generation, from_validation, http_error_handler, \
     internal_error_handler, invalid, shutting_down
+from .cli import SERVE
 from .scheduler import Job, QueueFullError, Scheduler, Work
 from .schemas import ChatRequest, CompletionRequest, SamplingRequest, Shape, TokenLimit
 
@@ -59,6 +60,9 @@ class Limits:
     max_body_bytes: int
     max_prompt_tokens: int
     max_tokens: int
+    # uvicorn waits for a body as long as its client keeps the connection open: without a
+    # bound, a client that stalls mid-body holds its connection and handler for ever.
+    body_timeout_s: float = SERVE.body_timeout_s
 
 
 class ShutdownFlag:
@@ -100,16 +104,26 @@ def _authorize(request: Request, state: ServerState) -> None:
                        code="invalid_api_key")
 
 
-async def _read_json(request: Request, limit: int) -> Any:
+async def _read_json(request: Request, limits: Limits) -> Any:
     body = bytearray()
-    async for chunk in request.stream():
-        body += chunk
-        if len(body) > limit:
-            raise APIError(413, f"the request body is larger than {limit} bytes", code="request_too_large")
+    try:
+        with anyio.fail_after(limits.body_timeout_s):
+            async for chunk in request.stream():
+                body += chunk
+                if len(body) > limits.max_body_bytes:
+                    raise APIError(413, f"the request body is larger than {limits.max_body_bytes} bytes",
+                                   code="request_too_large")
+    except TimeoutError:
+        raise APIError(408, f"the request body did not arrive whole within {limits.body_timeout_s:g} s: send "
+                            "every byte its Content-Length announces (over a slow link, start the server with a "
+                            "larger --body-timeout)", code="request_timeout") from None
     try:
         return json.loads(body)
     except ValueError as exc:
         raise invalid(f"the body is not valid JSON: {exc}", code="invalid_json") from None
+    except RecursionError:  # json's parser recurses once per level of nesting
+        raise invalid("the body is not valid JSON for this server: its arrays or objects nest too deeply",
+                      code="invalid_json") from None
 
 
 def _parse(kind: type[RequestT], data: Any) -> RequestT:
@@ -252,7 +266,7 @@ async def _answer(request: Request, state: ServerState, req: SamplingRequest, pr
 async def chat_completions(request: Request) -> Response:
     state = _state(request)
     _authorize(request, state)
-    req = _parse(ChatRequest, await _read_json(request, state.limits.max_body_bytes))
+    req = _parse(ChatRequest, await _read_json(request, state.limits))
     generator = _generator(state, req.model)
     try:
         prompt = generator.target.chat_prompt([m.model_dump() for m in req.messages])
@@ -264,7 +278,7 @@ async def chat_completions(request: Request) -> Response:
 async def completions(request: Request) -> Response:
     state = _state(request)
     _authorize(request, state)
-    req = _parse(CompletionRequest, await _read_json(request, state.limits.max_body_bytes))
+    req = _parse(CompletionRequest, await _read_json(request, state.limits))
     generator = _generator(state, req.model)
     if isinstance(req.prompt, str) or isinstance(req.prompt[0], str):
         text = req.prompt if isinstance(req.prompt, str) else str(req.prompt[0])

@@ -25,6 +25,8 @@ class ServeDefaults:
     port: int = 8000
     max_queue: int = 16  # requests waiting behind the running one; more get 503
     max_body_bytes: int = 8 << 20
+    # A request body that has not arrived whole after this long is answered 408.
+    body_timeout_s: float = 30.0
     # A graceful shutdown waits this long for open streams before cancelling them.
     shutdown_grace_s: int = 2
 
@@ -48,6 +50,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "one asking none gets this many (default: up to the context)")
     p.add_argument("--max-prompt-tokens", type=int, default=None,
                    help="longest prompt accepted, in tokens (default: the context less one)")
+    p.add_argument("--body-timeout", type=float, default=SERVE.body_timeout_s, metavar="SECONDS",
+                   help="seconds a client may take to send its request body; slower ones are answered 408 "
+                        f"(default {SERVE.body_timeout_s:g})")
     p.add_argument("--allow-origin", action="append", default=[], metavar="ORIGIN",
                    help="let web pages of ORIGIN (e.g. http://localhost:5173, or '*' for any) call the API "
                         "from a browser (CORS); repeatable (default: none)")
@@ -110,6 +115,8 @@ def command(args: argparse.Namespace) -> int:
                                ("--max-prompt-tokens", args.max_prompt_tokens, 1)):
         if value is not None and value < least:
             raise ValueError(f"{flag} must be >= {least}, got {value}")
+    if not args.body_timeout > 0:  # NaN too
+        raise ValueError(f"--body-timeout must be > 0 seconds, got {args.body_timeout}")
     _check_address_free(args.host, args.port)  # before the model loads, not after
     model = open_model(args)
     n_ctx = model.n_ctx
@@ -119,7 +126,7 @@ def command(args: argparse.Namespace) -> int:
         heads = {"heads": args.heads} if needs_hidden_states(spec) else {}
         generators[f"{model.name}@{spec}"] = Generator(model, make_method(spec, **heads))
         methods[f"{model.name}@{spec}"] = spec
-    limits = Limits(max_body_bytes=SERVE.max_body_bytes,
+    limits = Limits(max_body_bytes=SERVE.max_body_bytes, body_timeout_s=args.body_timeout,
                     max_prompt_tokens=min(args.max_prompt_tokens or n_ctx - 1, n_ctx - 1),
                     max_tokens=min(args.max_tokens or n_ctx, n_ctx))
     state = ServerState(model=model, generators=generators, methods=methods, scheduler=Scheduler(args.max_queue),

@@ -16,6 +16,8 @@ MAX_STOPS = 4
 
 
 class StreamOptions(BaseModel):
+    model_config = ConfigDict(extra="ignore", strict=True)  # as strict as the request around it: "yes" is no bool
+
     include_usage: bool = False
 
 
