@@ -45,7 +45,6 @@ def _shorter_barrier_spins() -> None:
 _shorter_barrier_spins()
 
 import llama_cpp  # noqa: E402  (after the spin count above)
-from llama_cpp import _ggml  # noqa: E402  (ggml's C library: where the weights go)
 from llama_cpp import _logger as llama_logger  # noqa: E402
 from llama_cpp.llama_chat_format import Jinja2ChatFormatter  # noqa: E402
 
@@ -119,8 +118,10 @@ def _apply_placement(mparams: llama_cpp.llama_model_params, placement: weights.P
 
 
 def ggml_library() -> ctypes.CDLL:
-    """The ggml C library llama-cpp-python loaded (buffer types, ggml's GGUF reader)."""
-    lib: ctypes.CDLL = _ggml.libggml
+    """The libllama that llama-cpp-python loaded, for ggml's functions (buffer types, its
+    GGUF reader): looked up through it, they are those of the very ggml it links (a user's
+    LLAMA_CPP_LIB_PATH build included), not of another copy."""
+    lib: ctypes.CDLL = llama_cpp.llama_cpp._lib
     return lib
 
 
