@@ -24,7 +24,8 @@ constexpr double kPlanTieTolerance = 1e-9;
 // Measured relative wall time of one target decode of b tokens.
 //
 // Measured curves are NOT monotone: CPU kernels tile, so the curve has plateaus and steps
-// (on the DESIGN.md CPU, 12 and 16 tokens cost the same) and noise can make t[b+1] < t[b].
+// (docs/design.md's reference curve is flat from 12 to 16 tokens) and noise can make
+// t[b+1] < t[b].
 // Nothing here assumes monotonicity.
 class CostCurve {
 public:

@@ -1,4 +1,5 @@
-"""The greedy "lossless" check from DESIGN.md, shared by every method's tests.
+"""The greedy "lossless" check of docs/design.md ("Numerics and near-ties"), shared by every
+method's tests.
 
 llama.cpp's logits depend slightly on how many tokens share a batch, so an accelerated
 greedy run must equal plain greedy decoding, or first differ where plain decoding's top-1 /

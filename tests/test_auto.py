@@ -18,7 +18,7 @@ from pyaccel.types import Draft, SamplingConfig, StepOutcome
 
 from lossless import assert_greedy_equivalent, chi_square_pvalue, second_token_counts, target_distribution
 
-# DESIGN.md's measured curve of Qwen2.5-Coder-1.5B on 2 CPU cores (steep), interpolated
+# The reference curve of docs/design.md (Qwen2.5-Coder-1.5B on 2 CPU cores, steep), interpolated
 # between its sizes; a GPU-like flat one; one with no batching gain.
 _SIZES = [1, 2, 3, 4, 5, 6, 8, 10, 12, 16, 20, 24, 32]
 _TIMES = [1.00, 1.73, 2.34, 2.90, 3.38, 4.01, 6.95, 7.96, 8.29, 8.31, 10.9, 12.9, 15.4]

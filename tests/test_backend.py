@@ -13,8 +13,8 @@ import pytest
 import pyaccel
 from pyaccel.backend import ContextConfig, LlamaBackend
 from pyaccel.vocab import Detokenizer, compare_vocabularies
-# DESIGN.md: logits of the same position differ slightly with batch composition, so an
-# argmax may only differ where the top two logits are this close.
+# docs/design.md, "Numerics and near-ties": logits of the same position differ slightly with
+# batch composition, so an argmax may only differ where the top two logits are this close.
 from pyaccel.bench.equality import NEAR_TIE
 
 
@@ -88,7 +88,7 @@ def test_two_branches_in_one_batch_match_each_branch_alone(gemma_path: Path) -> 
         for g, w in zip(got, want):
             if int(np.argmax(g)) != int(np.argmax(w)):
                 assert _top2_gap(w) < NEAR_TIE
-        # Batch numerics move logits a little (DESIGN.md); the distributions stay close.
+        # Batch numerics move logits a little (docs/design.md); the distributions stay close.
         for g, w in zip(got, want):
             pg, pw = np.exp(g - g.max()), np.exp(w - w.max())
             assert 0.5 * np.abs(pg / pg.sum() - pw / pw.sum()).sum() < 0.05

@@ -16,7 +16,8 @@ from pyaccel import _core
 SETTINGS = settings(max_examples=150, deadline=None)
 TIE = 1e-9
 
-# DESIGN.md: 2 AVX2 cores, Qwen2.5-Coder-1.5B Q4_K_M. 12 and 16 tokens cost the same.
+# docs/design.md, "The reference curve": 2 AVX2 cores, Qwen2.5-Coder-1.5B Q4_K_M. 12 and 16
+# tokens cost the same.
 CPU_SIZES = [1, 2, 3, 4, 5, 6, 8, 10, 12, 16, 20, 24, 32, 48, 64]
 CPU_TIMES = [1.00, 1.73, 2.34, 2.90, 3.38, 4.01, 6.95, 7.96, 8.29, 8.31, 10.9, 12.9, 15.4, 22.6, 28.1]
 

@@ -1,9 +1,9 @@
 """Self-distillation data: the target's own greedy answers with its hidden states, generated
 for many prompts at once.
 
-On a CPU one decode of 16 tokens costs ~8x one token (the cost table in DESIGN.md), so
-decoding 16 answers side by side yields ~2x the tokens per second of one answer (3x on a
-busy machine), while prompt lookup speeds open-ended answers up by only a few percent.
+On a CPU one decode of 16 tokens costs far less than 16 decodes of one (docs/design.md,
+"The reference curve"), so decoding 16 answers side by side yields more tokens per second
+than one answer at a time, while prompt lookup speeds open-ended answers up very little.
 Each answer is its own sequence in the unified KV cache:
 
     slot s      prefill  prompt_s at positions 0..P_s - 1 (seq s), chunks of n_batch
@@ -13,7 +13,7 @@ Each answer is its own sequence in the unified KV cache:
                 cleared and the slot takes the next prompt
 
 Greedy picks inside a batch can differ from one-token decoding at near-ties (batch
-numerics, DESIGN.md); the answers are still the target's own.
+numerics, docs/design.md, "Numerics and near-ties"); the answers are still the target's own.
 """
 
 from __future__ import annotations
