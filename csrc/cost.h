@@ -4,7 +4,8 @@
 //
 // Every method proposes, the target verifies b tokens in one decode, and the step commits
 // 1 + (accepted draft tokens). Whether a draft pays depends on what b tokens cost here:
-// on a small CPU one decode of 2 tokens costs 1.7x one of 1, on a GPU about 1.0x. So the
+// on a small CPU one decode of 2 tokens costs far more than one of 1, on a GPU about the
+// same. So the
 // sizes come from a measured curve, never from a fixed constant.
 //
 // Costs are relative wall times in any unit (only ratios matter). Speedups are relative to

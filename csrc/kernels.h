@@ -11,7 +11,7 @@
 
 // Row passes are compiled three times on x86-64 glibc (GCC, Clang), for
 // AVX-512F, AVX2 and the baseline, and the loader picks one per CPU: wheels
-// stay portable while the exp pass runs 3-6x faster than SSE2 on recent CPUs.
+// stay portable while the exp pass runs several times faster than SSE2 on recent CPUs.
 // Results can differ between the variants in the last bits of a sum; the same
 // machine always takes the same path.
 #if defined(__x86_64__) && defined(__GLIBC__) && defined(__has_attribute)  // ifunc: glibc only

@@ -32,10 +32,10 @@ def _shorter_barrier_spins() -> None:
     """llama.cpp's CPU threads meet at an OpenMP barrier after every operation of a pass,
     and libgomp lets a waiting thread spin 300,000 times before it sleeps. When other
     programs keep the cores busy, the thread a barrier waits for is descheduled while the
-    others spin out their time slices: on the 2-core AMD EPYC host with two busy processes,
-    plain decoding went from 6.7 to 15.5 tokens/s (Qwen2.5-Coder-1.5B) and from 9.1 to 25.8
-    (Gemma 3 270M) with 100,000 spins (medians of runs), the same speed on the idle machine
-    (docs/benchmarks.md; 1,000 spins did better busy but cost 1.5% idle). libgomp
+    others spin out their time slices, and decoding slows far more than in proportion to the
+    load. 100,000 spins more than doubled plain decoding's speed on a small CPU kept busy by
+    other processes, at the same speed on an idle machine; far fewer spins did better busy
+    but slowed idle decoding (the measurement: docs/guide.md, "CPU threads"). libgomp
     reads the setting once, when llama.cpp loads it, so it is made here, before the import,
     and only where the user has chosen no spin count or wait policy of their own."""
     if "llama_cpp" not in sys.modules and not {"GOMP_SPINCOUNT", "OMP_WAIT_POLICY"} & set(os.environ):
@@ -82,8 +82,9 @@ class ContextConfig:
     kv_unified: bool = True
     embeddings: bool = False
     # None lets llama.cpp decide (llama-cpp-python's Llama forces it off). Forcing it off
-    # measured ~1.02x faster plain decoding here but more batch-vs-single-token divergence
-    # in greedy verification; see the README before changing the default.
+    # made plain decoding a little faster on a CPU, but batched and single-token logits then
+    # diverge more, so greedy verification meets more near-ties (docs/design.md, "Numerics
+    # and near-ties").
     flash_attn: bool | None = None
     # Let llama.cpp put weights in its AMX buffer type where it has one (its AMX matmul
     # faults on some CPUs that report AMX, so weights are kept out of it by default).
@@ -324,7 +325,7 @@ class LlamaBackend(Vocabulary):
         self._ctx = None
         # Tests inject faults here: applied to every logits view before anyone reads it.
         self.logits_hook: Callable[[npt.NDArray[np.float32]], npt.NDArray[np.float32]] | None = None
-        self._formatter: Jinja2ChatFormatter | None = None  # compiled once: ~50 ms a compile
+        self._formatter: Jinja2ChatFormatter | None = None  # compiled once, not every turn: compiling is slow
         check_gguf_file(self.path)
         _set_llama_log(config.verbose)
         llama_cpp.llama_backend_init()

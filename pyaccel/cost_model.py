@@ -12,9 +12,10 @@ another device). Every method asks it for a plan at the current context depth:
 
 Each plan reports its expected speedup over plain decoding (`expected_speedup`). Nothing
 verifies more tokens than were measured: one token past the curve can cross a CPU kernel
-tile (a 65-token verification measured 1.15x what the curve extrapolated from 64).
+tile and cost far more than the curve extrapolates.
 
-A learnt curve keeps to its evidence the same way (`learnt_relative`): it ends at the
+A learnt curve keeps to its evidence the same way (`learnt_evidence`, `conservative_fill`):
+it ends at the
 largest size timed (or bounded by a prefill), and a size between two timed ones costs the
 larger one's time or one more single token per extra token, whichever is less; so a plan
 never lands on a size it has no evidence for being cheap.
@@ -46,9 +47,9 @@ TOKEN_COST_REPEATS = 3
 # A learnt curve is rebuilt after this many new samples (a step adds one).
 CURVE_REFRESH_SAMPLES = 16
 # The output rows' cost is learnt from sizes at least this large: in smaller batches the
-# output matmul is bound by reading its weights, and extra rows look nearly free (the
-# 1.5B Qwen: 2 tokens with both rows' logits cost what 2 with one row's did), which would
-# make a prefill bound optimistic for the larger sizes it is used for.
+# output matmul is bound by reading its weights, and extra rows look nearly free (a small
+# batch with every row's logits can cost what it does with one row's), which would make a
+# prefill bound optimistic for the larger sizes it is used for.
 ROW_COST_MIN_SIZE = 8
 
 

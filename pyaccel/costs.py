@@ -37,16 +37,14 @@ MEASURE_REPEATS = 3
 # relative to one token's, so the cheap small sizes get the most samples.
 SMALL_BATCH_SAMPLES = 8
 # Tokens already in the cache while measuring (at most half the context). On a CPU the
-# attention over the context makes big batches dearer: measured on Qwen2.5-Coder-1.5B, a
-# 32-token decode cost 11.5 single-token decodes with an empty cache but 14.9 after 1000
-# tokens, and a real 48-token verification step at ~900 tokens of context took 1.4x what a
-# curve measured on an empty cache predicted. Drafts pay most on long inputs (editing,
-# RAG), so the curve is measured where they run.
+# attention over the context makes big batches dearer relative to one token, so a curve
+# measured behind an empty cache underprices the verifications of long inputs. Drafts pay
+# most on long inputs (editing, RAG), so the curve is measured where they run.
 MEASURE_DEPTH = 1024
 # A few sizes are measured again behind a short context (SHALLOW_DEPTH) and behind twice
-# MEASURE_DEPTH: relative costs change with depth, and not linearly (on this project's CPU
-# 64 tokens cost 24.8 single-token decodes behind 128 tokens, 23.1 behind 1024 and 27.6
-# behind 2048; 2 tokens 1.81, 1.64 and 1.94). The cost at any depth interpolates each
+# MEASURE_DEPTH: relative costs change with depth, and not linearly (a size may cost
+# relatively less behind a middle depth than behind both a short and a long context). The
+# cost at any depth interpolates each
 # size's difference from the full curve between the measured depths (constant beyond).
 SWEEP_SIZES = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64)
 SHALLOW_DEPTH = 128

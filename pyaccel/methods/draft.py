@@ -208,7 +208,7 @@ class DraftModel(Proposer):
         """A caught-up token's cost in target-token decodes: as measured, else a draft token's
         cost at the share of a single decode that one token of the target's widest batch
         costs at `depth` (a batched prefill is that much cheaper per token on this device:
-        ~0.4 on a 2-core CPU, a few hundredths on a GPU)."""
+        somewhat cheaper on a small CPU, far cheaper on a GPU)."""
         assert self.draft_cost is not None and self._costs is not None
         if self._catch_cost is not None:
             return self._catch_cost

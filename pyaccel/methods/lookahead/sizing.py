@@ -3,7 +3,7 @@
 A window of W columns and N - 1 levels adds (W - 1) + W (N - 2) tokens to every pass and
 G candidate n-grams up to G (N - 1) more; what it buys is a pool whose n-grams are
 accepted more often. The expected tokens per pass of each size (`LookaheadTuning.tau`)
-are measured on this project's suites (docs/benchmarks.md, "Lookahead"); the predicted
+are measured on Spec-Bench prompts (the runs and their commands are in the docs); the predicted
 speedup of a size is that tau over the cost of its pass on the device's curve at the
 current context depth. Without a window the pool still holds the prompt's and the
 output's n-grams and each step's tree plan decides what to verify.
@@ -50,7 +50,7 @@ class WindowPlan:
 
 
 # Measured tau (greedy, Qwen2.5-Coder-1.5B, Spec-Bench median over categories) of each
-# window size: `python benchmarks/lookahead_table.py` (docs/benchmarks.md, "Lookahead").
+# window size, cost model off; the runs and their commands are in the docs.
 MEASURED_TAU: dict[tuple[int, int, int], float] = {(7, 5, 7): 1.38, (5, 4, 5): 1.42}
 
 

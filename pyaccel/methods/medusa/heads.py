@@ -103,7 +103,7 @@ class HeadWeights:
     def features(self, h: F32, e: F32 | None = None) -> F32:
         """z for every head: h [n, d] (and e [n, d], see `embed`) -> [K, n, d]."""
         h = np.asarray(h, dtype=np.float32)
-        # One BLAS product per head (einsum's contraction path is ~10x slower for one row).
+        # One BLAS product per head (einsum's contraction path is far slower for one row).
         pre = np.matmul(h[None, :, :], self.w.transpose(0, 2, 1)) + self.b[:, None, :]
         if self.u is not None:
             if e is None:
@@ -136,7 +136,7 @@ class HeadWeights:
 
 
 def rms_normalise(x: F32, eps: float = 1e-6) -> F32:
-    """Rows scaled to unit root mean square (embedding scales differ from h's by ~100x)."""
+    """Rows scaled to unit root mean square (embedding scales differ from h's by orders of magnitude)."""
     x = np.asarray(x, dtype=np.float32)
     return (x / np.sqrt((x * x).mean(axis=-1, keepdims=True) + eps)).astype(np.float32)
 

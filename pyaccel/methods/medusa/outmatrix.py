@@ -1,9 +1,9 @@
 """The target's output matrix and input embeddings, read straight from its GGUF file: only
 the rows of a draft vocabulary are dequantised (with `gguf.quants`).
 
-`gguf.GGUFReader` parses every metadata value into numpy views, which takes 10-25 s on a
+`gguf.GGUFReader` parses every metadata value into numpy views, which is slow for a
 tokenizer of 150k-260k strings; heads need one tensor, so this walks the header with
-`struct` (well under a second) and maps the tensor's rows from the file.
+`struct` and maps the tensor's rows from the file.
 
 GGUF v2/v3 header: magic, version u32, n_tensors u64, n_kv u64; n_kv key/value pairs
 (key: u64 length + bytes; value: u32 type + payload); n_tensors infos (name, n_dims u32,

@@ -3,8 +3,8 @@ the draft vocabulary, train, measure on held-out answers, write the heads file.
 
 Every phase has a time budget and resumes: collection skips prompts already answered and
 counts the time already spent, training continues from its checkpoint. The default budgets
-(2 + 16 minutes of collection, 9 of training) keep the whole run of a 1.5B target under
-30 minutes on a 2-core CPU.
+(2 + 16 minutes of collection, 9 of training) bound the whole run of a small target to
+about half an hour, whatever the CPU.
 """
 
 from __future__ import annotations
