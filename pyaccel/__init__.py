@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from .methods.ngram import NgramCacheDrafter
     from .model import Model
     from .registry import cache_dir, load_registry, pull, resolve_model
-    from .types import AuxTokens, Draft, Result, SamplingConfig, Stats, StepOutcome
+    from .types import AuxTokens, Draft, Result, SamplingConfig, Stats, StepOutcome, StepTrace
 
 # Where each public name lives: imported on first use (PEP 562), so `import pyaccel` and
 # the command line start in milliseconds and a Ctrl-C while they start exits quietly.
@@ -69,6 +69,7 @@ _EXPORTS = MappingProxyType({
     "SamplingConfig": ".types",
     "Stats": ".types",
     "StepOutcome": ".types",
+    "StepTrace": ".types",
     "cache_dir": ".registry",
     "load_registry": ".registry",
     "pull": ".registry",
@@ -108,6 +109,7 @@ __all__ = [
     "SamplingConfig",
     "Stats",
     "StepOutcome",
+    "StepTrace",
     "cache_dir",
     "load_registry",
     "pull",

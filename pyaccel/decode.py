@@ -36,7 +36,7 @@ from .backend import LlamaBackend
 from .errors import ContextOverflowError, ModelOutputError, PrefillCancelled, ProposerFailedWarning, PyaccelError
 from .kvcache import TargetCache
 from .stops import StopMatcher
-from .types import CANCELLED, Draft, Result, SamplingConfig, Stats, StepOutcome
+from .types import CANCELLED, Draft, Result, SamplingConfig, Stats, StepOutcome, StepTrace
 from .vocab import Detokenizer
 
 if TYPE_CHECKING:
@@ -120,6 +120,7 @@ class _Pass:
     n_paths: int
     n_seqs: int  # paths + auxiliary sequences
     depth_counts: list[int]  # draft nodes per depth 1, 2, ...
+    n_tokens: int  # in the batch: root, draft nodes, auxiliary tokens
 
 
 def check_draft(draft: Draft, budget: int, n_vocab: int, name: str, room: int | None = None) -> None:
@@ -167,7 +168,7 @@ def _evaluate(backend: LlamaBackend, root: int, draft: Draft, n_past: int) -> _P
     aux = draft.aux if draft.aux is not None and len(draft.aux) else None
     if len(draft) == 0 and aux is None:
         backend.decode([root], [n_past])
-        return _Pass(backend.logits_rows(), _hidden(backend), 1, 1, [])
+        return _Pass(backend.logits_rows(), _hidden(backend), 1, 1, [], 1)
     layout = draft.layout if draft.layout is not None else _core.tree_layout(draft.parents)
     n_paths = layout.n_paths
     n_seqs = n_paths + (aux.n_seqs if aux is not None else 0)
@@ -194,7 +195,7 @@ def _evaluate(backend: LlamaBackend, root: int, draft: Draft, n_past: int) -> _P
         seqs = None
     backend.decode(tokens, positions, seqs, np.concatenate(parts_out))
     counts = np.bincount(depth, minlength=int(depth.max()) + 1)[1:].tolist() if len(depth) else []
-    return _Pass(backend.logits_rows(), _hidden(backend), n_paths, n_seqs, counts)
+    return _Pass(backend.logits_rows(), _hidden(backend), n_paths, n_seqs, counts, len(tokens))
 
 
 def _hidden(backend: LlamaBackend) -> np.ndarray | None:
@@ -239,10 +240,9 @@ def _budget(backend: LlamaBackend, st: _State) -> int | None:
 
 
 def _step(backend: LlamaBackend, cache: TargetCache, proposer: "Proposer", st: _State,
-          budget: int) -> tuple[list[int], list[int]]:
+          budget: int) -> tuple[list[int], _Pass]:
     """Propose, evaluate, verify and commit once to the cache; returns the tokens to commit
-    to the output (the kept draft tokens, then the target's next token) and the pass's
-    drafted nodes per depth."""
+    to the output (the kept draft tokens, then the target's next token) and the pass."""
     n_past = len(st.history) - 1
     root = st.history[-1]
     td = time.perf_counter()
@@ -279,7 +279,7 @@ def _step(backend: LlamaBackend, cache: TargetCache, proposer: "Proposer", st: _
     cache.record([root] + tokens)
     if not st.failed:
         _guarded(proposer, st, proposer.observe, outcome)
-    return tokens + [outcome.next_token], p.depth_counts
+    return tokens + [outcome.next_token], p
 
 
 def _builtin(proposer: "Proposer") -> bool:
@@ -343,9 +343,12 @@ def check_request(backend: LlamaBackend, req: Request) -> None:
     req.sampling.validate()
 
 
-def run(backend: LlamaBackend, cache: TargetCache, proposer: "Proposer", req: Request) -> Iterator[str | Result]:
+def run(backend: LlamaBackend, cache: TargetCache, proposer: "Proposer", req: Request,
+        trace: Callable[[StepTrace], None] | None = None) -> Iterator[str | Result]:
     """Generate for `req`, yielding text pieces as they are committed and finally the Result.
-    `req` is one `check_request` passed (Generator.stream checks it when it is called)."""
+    `req` is one `check_request` passed (Generator.stream checks it when it is called).
+    `trace`, where given, is called with each decode step's `StepTrace` once the step's
+    tokens are in the output."""
     st = _State(req, _Emitter(backend, req), sampling_params(req.sampling), new_rng(req.sampling.seed),
                 list(req.prompt), Stats(prompt_tokens=len(req.prompt)))
     if req.max_tokens == 0:
@@ -383,10 +386,16 @@ def run(backend: LlamaBackend, cache: TargetCache, proposer: "Proposer", req: Re
                 if piece:
                     yield piece
                 break
-            tokens, drafted = _step(backend, cache, proposer, st, budget)
+            # Without a trace the step allocates nothing for it: the mark is its only cost.
+            mark = None if trace is None else _Mark.of(st)
+            tokens, p = _step(backend, cache, proposer, st, budget)
+            step_s = 0.0 if mark is None else time.perf_counter() - mark.t
             committed = yield from _commit(st, tokens)
             # a kept draft token past a stop string or the end token is not in the output
-            st.stats.record_draft(drafted, min(len(tokens) - 1, committed))
+            accepted = min(len(tokens) - 1, committed)
+            st.stats.record_draft(p.depth_counts, accepted)
+            if mark is not None:
+                trace(mark.record(st.stats, p, tokens[:committed], accepted, step_s))
     finally:
         if not backend.closed:  # the Model closed under a suspended stream: nothing left to tidy
             _guarded(proposer, st, proposer.end)
@@ -394,6 +403,30 @@ def run(backend: LlamaBackend, cache: TargetCache, proposer: "Proposer", req: Re
     st.stats.new_tokens = len(st.emitter.tokens)
     st.stats.decode_s = time.perf_counter() - t1
     yield Result("".join(st.emitter.text), st.emitter.tokens, st.emitter.finish or "length", st.stats)
+
+
+@dataclass(frozen=True)
+class _Mark:
+    """The clock and the step's counters as a traced step starts."""
+
+    t: float
+    index: int
+    depth: int
+    draft_s: float
+    target_s: float
+    verify_s: float
+
+    @classmethod
+    def of(cls, st: _State) -> "_Mark":
+        s = st.stats
+        return cls(time.perf_counter(), s.target_forwards, len(st.history) - 1, s.draft_s, s.target_s, s.verify_s)
+
+    def record(self, s: Stats, p: _Pass, tokens: list[int], accepted: int, step_s: float) -> StepTrace:
+        """The step's trace, its times the counters' growth since the mark."""
+        return StepTrace(index=self.index, depth=self.depth, batch=p.n_tokens, drafted=sum(p.depth_counts),
+                         accepted=accepted, committed=len(tokens), tokens=tuple(tokens),
+                         propose_s=s.draft_s - self.draft_s, target_s=s.target_s - self.target_s,
+                         verify_s=s.verify_s - self.verify_s, step_s=step_s)
 
 
 def _commit(st: _State, tokens: list[int]) -> Generator[str, None, int]:

@@ -6,7 +6,7 @@ import os
 import threading
 import weakref
 from dataclasses import replace
-from typing import Any, Iterator, Mapping, Sequence
+from typing import Any, Callable, Iterator, Mapping, Sequence
 
 import numpy as np
 
@@ -15,7 +15,7 @@ from .decode import Request, check_request, run
 from .methods import make_method
 from .methods.base import Proposer
 from .model import Message, Model
-from .types import Result, SamplingConfig
+from .types import Result, SamplingConfig, StepTrace
 
 
 def _as_model(target: Model | str | os.PathLike[str]) -> Model:
@@ -85,11 +85,22 @@ class Generator:
     "lookup" or "draft:length=3". Calls on the same Generator reuse the cached common prompt
     prefix. Calls on one Model from several threads (through any of its Generators) run
     one at a time, in arrival order.
+
+    `trace`, a callable, sees every decode step of every call as a `pyaccel.StepTrace`: the
+    context depth, the batch, the drafted, accepted and committed tokens and the step's times
+    (the proposer's, the target's pass, verification). It runs in the generating thread after
+    the step's tokens are committed, before the stream yields their text; what it raises ends
+    the generation. Without one (None, the default) the loop records nothing per step.
     """
 
-    def __init__(self, target: Model | str | os.PathLike[str], method: str | Proposer | None = None) -> None:
+    def __init__(self, target: Model | str | os.PathLike[str], method: str | Proposer | None = None, *,
+                 trace: Callable[[StepTrace], None] | None = None) -> None:
+        if trace is not None and not callable(trace):
+            raise TypeError(f"trace must be a callable taking a pyaccel.StepTrace (or None), got "
+                            f"{type(trace).__name__}")
         self.target = _as_model(target)
         self.method: Proposer = _as_proposer(method)
+        self.trace = trace
         self._closed = False
         _claim(self.method, self)
         with self.target.turn():  # binding may measure costs on the target's context
@@ -151,7 +162,7 @@ class Generator:
         turns = self.target.turns
         with self.target.turn():
             before = dict(self.method.counters)
-            for item in run(self.target.backend, self.target.cache, self.method, req):
+            for item in run(self.target.backend, self.target.cache, self.method, req, self.trace):
                 if isinstance(item, Result):
                     item.stats.accepted_by = accepted_by(self.method, before, item.stats.accepted)
                 yield item

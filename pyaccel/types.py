@@ -6,6 +6,7 @@ The objects one decode step passes between the loop and a proposer:
                  under the pending root) and optional auxiliary, unverified tokens
     StepOutcome  what the pass decided (kept nodes, next token) and views of the rows
                  it produced (logits, hidden states), handed to `Proposer.observe`
+    StepTrace    what the step did and took, handed to a Generator's `trace` callback
 
 The batch layout of a step is drawn in `pyaccel.decode`.
 """
@@ -245,6 +246,30 @@ class Stats:
 
 # Result.finish_reason of a generation whose `cancel` event was set.
 CANCELLED = "cancelled"
+
+
+@dataclass(frozen=True)
+class StepTrace:
+    """One decode step, as the loop hands it to a `Generator(..., trace=callback)`.
+
+    The prefill (which gives the first token) is no step. Times are wall seconds of this
+    step alone; whatever `step_s` holds beyond `propose_s`, `target_s` and `verify_s` is the
+    proposer's feedback (`observe`) and the commit to the cache.
+    """
+
+    index: int  # steps before this one in the generation
+    depth: int  # tokens in the target's cache before the pass (the pending root excluded)
+    batch: int  # tokens in the pass: the root, the draft nodes and any auxiliary tokens
+    drafted: int  # draft nodes the proposer gave for verification
+    accepted: int  # of those, kept tokens that reached the output (as `Stats.accepted` counts)
+    # Tokens this step committed: the accepted and the target's own; an end-of-generation
+    # token counts (as in `Stats.decoded_tokens`) though it is not in `Result.tokens`.
+    committed: int
+    tokens: tuple[int, ...]  # those tokens
+    propose_s: float  # in the proposer's `propose`
+    target_s: float  # in the target's forward pass (llama_decode)
+    verify_s: float  # verifying the draft against the target's logits
+    step_s: float  # the whole step: the above, feedback to the proposer, the cache commit
 
 
 @dataclass
