@@ -15,7 +15,7 @@ import pytest
 from pyaccel.bench.cli import check_draft_methods
 from pyaccel.bench.runners import parse_methods
 from pyaccel.bench.suites import QUESTIONS_FILE, find_questions
-from pyaccel.cli import main
+from pyaccel.cli import build_parser, main
 
 USAGE_ERROR = 2
 
@@ -110,6 +110,27 @@ def test_a_draft_method_without_a_draft_model_is_refused_before_loading(tmp_path
     check_draft_methods(args, parse_methods("draft:draft=small.gguf"))
     check_draft_methods(argparse.Namespace(model="qwen2.5-coder-1.5b-instruct", draft_model=None),
                         parse_methods("draft"))  # the registry pairs it
+
+
+def test_the_bench_without_a_tool_parses_as_it_always_did() -> None:
+    """The tools are optional subcommands: every `pyaccel bench --suite ...` form still parses
+    to the bench itself, a tool's name only counts where no option takes it as its value."""
+    old = ["bench", "-m", "gemma-3-270m", "--suite", "edit", "--suite", "code", "--methods", "plain,lookup,plain:",
+           "--max-tokens", "64", "--prompts", "2", "--rounds", "3", "--oracle", "--json", "out.json",
+           "--markdown", "out.md", "--n-ctx", "2048", "--threads", "2"]
+    args = build_parser().parse_args(old)
+    assert args.tool is None and args.suite == ["edit", "code"] and args.methods == "plain,lookup,plain:"
+    assert (args.max_tokens, args.prompts, args.rounds, args.oracle) == (64, 2, 3, True)
+    assert (args.json, args.markdown, args.model, args.n_ctx, args.threads) == ("out.json", "out.md", "gemma-3-270m",
+                                                                                 2048, 2)
+    for flags in (["--costs"], ["--placements", "--rounds", "2"], ["--suite", "summary"]):
+        args = build_parser().parse_args(["bench", *flags])
+        assert args.tool is None
+    assert build_parser().parse_args(["bench", "--suite", "summary"]).suite == ["summary"]
+    args = build_parser().parse_args(["bench", "summary", "a.json", "b.json", "--compare", "auto,lookup"])
+    assert (args.tool, args.results, args.compare) == ("summary", ["a.json", "b.json"], "auto,lookup")
+    args = build_parser().parse_args(["bench", "replay", "--option", "max_draft=8", "a.json", "-m", "x"])
+    assert (args.tool, args.argv) == ("replay", ["--option", "max_draft=8", "a.json", "-m", "x"])
 
 
 def test_max_tokens_has_help_with_its_default(capsys: pytest.CaptureFixture[str]) -> None:

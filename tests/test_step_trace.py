@@ -32,7 +32,8 @@ class Echo(pyaccel.Proposer):
         return Draft.chain(want)
 
 
-def traced(model: pyaccel.Model, method: str | pyaccel.Proposer, **kwargs: object) -> tuple[pyaccel.Result, list[StepTrace]]:
+def traced(model: pyaccel.Model, method: str | pyaccel.Proposer,
+           **kwargs: object) -> tuple[pyaccel.Result, list[StepTrace]]:
     steps: list[StepTrace] = []
     with pyaccel.Generator(model, method, trace=steps.append) as gen:
         result = gen.generate(PROMPT, max_tokens=N_TOKENS, temperature=0.0, **kwargs)

@@ -15,6 +15,7 @@ from ..methods.spec import MethodSpec
 from ..paths import check_file_path
 from .runner import BENCH_MAX_TOKENS, BenchConfig, BenchResults, load_prompts, run_bench
 from .runners import PLAIN, check_drafts, parse_methods
+from .tools import TOOL, add_tools, run_tool
 
 if TYPE_CHECKING:
     from ..model import Model
@@ -66,6 +67,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "interleaved rounds; no suites")
     p.add_argument("--draft-model", default=None, help="draft model of draft methods and --costs (default: the registry pair)")
     add_heads_arg(p)
+    add_tools(p)
 
 
 def _write(path: str, text: str) -> None:
@@ -192,6 +194,8 @@ def _write_files(args: argparse.Namespace, rows: Sequence["SummaryRow"], model_n
 def command(args: argparse.Namespace) -> int:
     from .costs_report import costs_report
 
+    if getattr(args, TOOL, None) is not None:
+        return run_tool(args)
     if args.placements:
         return _placements(args)
     if not args.costs and not args.suite:

@@ -71,7 +71,8 @@ def lookahead_table(measured: Sequence[float], tuning: "LookaheadTuning | None" 
 
     tuning = tuning if tuning is not None else LookaheadTuning()
     if not tuning.tau:
-        return "(no measured lookahead window sizes: run benchmarks/lookahead_table.py)"
+        return ("(no measured lookahead window sizes: measure each size's tau with `pyaccel bench --suite specbench "
+                "--methods lookahead:window=W,ngram=N,guesses=G,cost_model=false` and give them as LookaheadTuning.tau)")
     curves = [("measured", CostModel.fixed(list(measured))),
               (f"flat {FLAT_SLOPE:g}", CostModel.fixed(flat_curve(len(measured)))),
               (f"flat {FLATTER_SLOPE:g}", CostModel.fixed(flat_curve(len(measured), FLATTER_SLOPE)))]

@@ -178,11 +178,10 @@ def check_drafts(methods: Sequence[MethodSpec], model_name: str, pair: str | Non
                              f"write draft:draft=NAME_OR_PATH in --methods), or leave {spec.label} out of --methods")
 
 
-def make_runner(spec: MethodSpec, model: "Model", draft_model: str | None = None, heads: str | None = None) -> Runner:
-    """The runner for one --methods entry; `draft_model` is the default draft of draft methods,
-    `heads` the default heads file of medusa methods."""
-    if spec.name in PEERS:
-        return _make_peer(spec, model)
+def make_proposer(spec: MethodSpec, model: "Model", draft_model: str | None = None,
+                  heads: str | None = None) -> Proposer:
+    """The pyaccel method of one --methods entry; `draft_model` is the default draft of draft
+    methods, `heads` the default heads file of medusa methods."""
     options = dict(spec.options)
     if spec.name == "draft":
         check_drafts([spec], model.name, model.registry_spec.draft if model.registry_spec is not None else None,
@@ -191,7 +190,14 @@ def make_runner(spec: MethodSpec, model: "Model", draft_model: str | None = None
             options.setdefault("draft", draft_model)
     if spec.name == "medusa" and heads is not None:
         options.setdefault("heads", heads)
-    return PyaccelRunner(spec.label, model, Generator(model, make_method(MethodSpec(spec.label, spec.name, options))))
+    return make_method(MethodSpec(spec.label, spec.name, options))
+
+
+def make_runner(spec: MethodSpec, model: "Model", draft_model: str | None = None, heads: str | None = None) -> Runner:
+    """The runner for one --methods entry (`make_proposer` for pyaccel's methods)."""
+    if spec.name in PEERS:
+        return _make_peer(spec, model)
+    return PyaccelRunner(spec.label, model, Generator(model, make_proposer(spec, model, draft_model, heads)))
 
 
 def proposer_runner(label: str, model: "Model", make: Callable[[], Proposer]) -> Runner:
