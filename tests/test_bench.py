@@ -176,8 +176,8 @@ def test_edit_suite_holds_real_code() -> None:
 
 
 def test_the_extra_edits_are_real_code_of_their_own() -> None:
-    """benchmarks/data/edit_extra.jsonl: ten edits of functions no other suite holds."""
-    data = Path(__file__).resolve().parent.parent / "benchmarks" / "data"
+    """pyaccel/data/prompts/edit_extra.jsonl: ten edits of functions no other suite holds."""
+    data = Path(__file__).resolve().parent.parent / "pyaccel" / "data" / "prompts"
     records = [json.loads(line) for line in (data / "edit_extra.jsonl").read_text(encoding="utf-8").splitlines()]
     assert len(records) == 10 and len({r["id"] for r in records}) == 10
     for rec in records:
@@ -192,9 +192,9 @@ def test_the_extra_edits_are_real_code_of_their_own() -> None:
 
 
 def test_the_language_edits_fence_their_own_language() -> None:
-    """benchmarks/data/edit_langs.jsonl: edits of code in other languages than Python (and of
+    """pyaccel/data/prompts/edit_langs.jsonl: edits of code in other languages than Python (and of
     prose), each fenced in the language its record names, which its instruction asks back."""
-    path = Path(__file__).resolve().parent.parent / "benchmarks" / "data" / "edit_langs.jsonl"
+    path = Path(__file__).resolve().parent.parent / "pyaccel" / "data" / "prompts" / "edit_langs.jsonl"
     records = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
     assert len({r["lang"] for r in records}) == len(records) >= 8 and "python" not in {r["lang"] for r in records}
     for rec, prompt in zip(records, load_suite(str(path))):
@@ -204,7 +204,7 @@ def test_the_language_edits_fence_their_own_language() -> None:
 
 
 def test_a_jsonl_file_is_a_suite(tmp_path: Path) -> None:
-    holdout = Path(__file__).resolve().parent.parent / "benchmarks" / "data" / "edit_holdout.jsonl"
+    holdout = Path(__file__).resolve().parent.parent / "pyaccel" / "data" / "prompts" / "edit_holdout.jsonl"
     suite = load_suite(str(holdout))
     assert len(suite) == 8 and {p.suite for p in suite} == {"edit_holdout"}
     for p in suite:  # real, complete Python of 40-200 lines after the instruction
