@@ -97,18 +97,19 @@ def default_placement(placement: weights.Placement) -> Iterator[None]:
     """Meanwhile llama_model_default_params() carries `placement`: for llama-cpp-python's
     own `Llama`, which builds its model parameters from those defaults and takes no
     placement (the bench's comparison with it loads the weights where pyaccel does)."""
-    make = llama_cpp.llama_model_default_params
+    module = llama_cpp.llama_cpp  # where llama-cpp-python's own modules look the function up
+    make = module.llama_model_default_params
 
     def placed() -> llama_cpp.llama_model_params:
         mparams = make()
         _apply_placement(mparams, placement)
         return mparams
 
-    llama_cpp.llama_model_default_params = placed
+    module.llama_model_default_params = placed
     try:
         yield
     finally:
-        llama_cpp.llama_model_default_params = make
+        module.llama_model_default_params = make
 
 
 def _apply_placement(mparams: llama_cpp.llama_model_params, placement: weights.Placement) -> None:

@@ -24,8 +24,11 @@ PROMPTS = [
 
 
 @pytest.fixture(scope="module")
-def reference(gemma_path: Path) -> Llama:
-    llm = Llama(str(gemma_path), n_ctx=1024, n_threads=pyaccel.backend.default_threads(), verbose=False)
+def reference(gemma_path: Path, gemma_like_llama: pyaccel.Model) -> Llama:
+    # Its weights where pyaccel's are: a bare Llama would take llama.cpp's AMX matmul where
+    # it has one, which faults on some CPUs.
+    with pyaccel.backend.default_placement(gemma_like_llama.backend.placement):
+        llm = Llama(str(gemma_path), n_ctx=1024, n_threads=pyaccel.backend.default_threads(), verbose=False)
     yield llm
     llm.close()
 

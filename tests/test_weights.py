@@ -13,7 +13,7 @@ import pyaccel
 from pyaccel import weights
 from pyaccel.backend import ContextConfig, LlamaBackend, ggml_library
 
-from lossless import assert_greedy_equivalent
+from lossless import NEAR_TIE, assert_greedy_equivalent
 
 TOKENS = list(range(1000, 1016))
 
@@ -81,9 +81,12 @@ def test_without_amx_is_llama_cpps_own_placement_less_amx(fixture: str, request:
     if _has_amx():
         # The reference is llama.cpp's own choice once AMX is not offered to it: its extra
         # buffer types off leaves every weight plain, so only CPU_REPACK's share differs.
+        # Other kernels, other rounding: top-1 agrees but at near-ties (the lossless rule).
         plain_sizes, plain_rows = _load(path, weights.Placement(use_extra_bufts=False), capsys)
         assert "CPU_REPACK=" not in plain_sizes
-        assert np.array_equal(np.argmax(rows, axis=1), np.argmax(plain_rows, axis=1))
+        for got, want in zip(rows, plain_rows):
+            top2 = np.sort(want)[-2:]
+            assert np.argmax(got) == np.argmax(want) or top2[1] - top2[0] < NEAR_TIE
     else:
         own_sizes, own_rows = _load(path, None, capsys)
         assert sizes == own_sizes
