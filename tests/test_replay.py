@@ -12,7 +12,7 @@ import pytest
 
 import pyaccel
 from pyaccel import Draft, Proposer
-from pyaccel.bench.replay import main, recorded_model, recorded_plain, simulate
+from pyaccel.bench.replay import main, method_proposer, read_curve, recorded_model, recorded_plain, simulate
 from pyaccel.bench.report import bench_setup
 from pyaccel.bench.runner import BenchConfig
 from pyaccel.bench.runners import parse_methods
@@ -123,6 +123,32 @@ def test_replay_refuses_what_it_cannot_replay_before_loading_a_model(tmp_path: P
     assert "is not on this machine: pass -m MODEL" in error(results)
 
 
+def test_a_curve_file_is_filled_as_a_learnt_curve_is(tmp_path: Path) -> None:
+    path = tmp_path / "c.json"
+    path.write_text(json.dumps({"source": "a host", "relative": {"1": 1.0, "2": 1.7, "4": 2.5}}), encoding="utf-8")
+    assert read_curve(str(path)) == [1.0, 1.7, 2.5, 2.5]  # size 3: the next larger size's cost
+    path.write_text(json.dumps({"1": 1.0, "3": 2.0}), encoding="utf-8")  # a bare table too
+    assert read_curve(str(path)) == [1.0, 2.0, 2.0]
+    for bad, message in (({"2": 1.5}, "size 1 must cost 1.0"), ([1, 2], "batch size -> relative cost"),
+                         ({"1": 1.0, "x": 2}, "batch size -> relative cost")):
+        path.write_text(json.dumps(bad), encoding="utf-8")
+        with pytest.raises(ValueError, match=message):
+            read_curve(str(path))
+    with pytest.raises(FileNotFoundError, match="no curve file"):
+        read_curve(str(tmp_path / "none.json"))
+
+
+def test_auto_replays_without_a_draft_model_or_heads_and_takes_its_own_knobs() -> None:
+    auto = method_proposer("auto", [], ["plan_margin=0.05", "min_seen=3"])
+    assert isinstance(auto, pyaccel.Auto) and not auto.use_draft and auto._medusa_arg is False
+    assert auto.tuning.plan_margin == 0.05 and auto.tuning.prompt_lookup.follower.min_seen == 3
+    assert isinstance(method_proposer("lookup", ["max_draft=8"], []), pyaccel.PromptLookup)
+    with pytest.raises(ValueError, match="unknown auto tuning bogus"):
+        method_proposer("auto", [], ["bogus=1"])
+    with pytest.raises(ValueError, match="replay runs lookup or auto"):
+        method_proposer("draft", [], [])
+
+
 def test_the_recorded_model_is_its_file_else_its_registry_name(tmp_path: Path) -> None:
     here = tmp_path / "m.gguf"
     here.write_bytes(bytes(4))
@@ -159,6 +185,12 @@ def test_replay_runs_on_a_bench_result_with_its_own_model(gemma: pyaccel.Model, 
     # Copies drafted and accepted (how long the drafts are follows the machine's learnt cost curve).
     assert float(fields[fields.index("tau") + 1]) > 1.0 and int(fields[-1]) > 0
     assert median.startswith("median sim ")
+    curve = tmp_path / "curve.json"
+    curve.write_text(json.dumps({"1": 1.0, "2": 1.2, "64": 4.0}), encoding="utf-8")
+    for method in ("auto", "lookup"):  # priced on a given curve: one line per prompt and their summary
+        assert main([str(path), "--method", method, "--curve", str(curve)]) == 0
+        lines = capsys.readouterr().out.splitlines()
+        assert lines[0].split()[0] == bp.id and lines[-1].startswith("geometric mean ")
 
     data["prompts"][0]["runs"][0]["tokens"] = answer + [gemma.n_vocab]  # beyond any token of this vocabulary
     path.write_text(json.dumps(data), encoding="utf-8")

@@ -27,10 +27,12 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from ..cost_model import CostModel, conservative_fill
 from ..defaults import N_CTX
 from ..errors import PyaccelError
 from ..methods import make_method
 from ..methods.base import Proposer
+from ..methods.auto.policy import AutoTuning
 from ..methods.lookup import LookupTuning
 from ..methods.spec import MethodSpec, parse_value
 from ..methods.tuning import replace_fields
@@ -225,6 +227,64 @@ def _speedup(value: float | None) -> str:
     return f"{value:.2f}x" if value is not None else "-"
 
 
+def read_curve(path: str) -> list[float]:
+    """A relative cost curve from a JSON file: an object of batch size -> the cost of a decode
+    of that many tokens relative to one (`{"1": 1.0, "2": 1.73, "4": 2.9, ...}`, e.g. a
+    "relative behind 1024" column of docs/benchmarks.md). A size left out costs what
+    `conservative_fill` gives it (as a learnt curve's do)."""
+    if not Path(path).is_file():
+        raise FileNotFoundError(f"no curve file {path}: give a JSON object of size -> relative cost")
+    try:
+        raw = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise ValueError(f"{path} cannot be read as JSON ({exc}): give an object of size -> relative cost") from None
+    table = raw.get("relative", raw) if isinstance(raw, dict) else None
+    try:
+        curve = {int(k): float(v) for k, v in table.items()}  # type: ignore[union-attr]
+    except (AttributeError, TypeError, ValueError):
+        raise ValueError(f"{path}: give an object of batch size -> relative cost, e.g. "
+                         '{"1": 1.0, "2": 1.73}') from None
+    if curve.get(1) != 1.0 or len(curve) < 2 or min(curve) < 1:
+        raise ValueError(f"{path}: sizes must be >= 1, size 1 must cost 1.0 and at least one more size is needed")
+    return conservative_fill(curve)
+
+
+def method_proposer(method: str, options: Sequence[str], tunings: Sequence[str]) -> Proposer:
+    """Method `method` ("lookup" or "auto") with --option arguments and --tuning fields (of
+    `LookupTuning` or `AutoTuning`, nested ones by their own names). auto replays without a
+    draft model or Medusa heads unless --option says otherwise: a replay runs no model."""
+    if method == "lookup":
+        return lookup_proposer(options, tunings)
+    if method != "auto":
+        raise ValueError(f"replay runs lookup or auto, got {method!r}")
+    tuning = replace_fields(AutoTuning(), "auto tuning",
+                            **{k: _literal(v) for k, v in _pairs(tunings, "--tuning").items()})
+    args = {"use_draft": False, "medusa": False, **_pairs(options, "--option"), "tuning": tuning}
+    return make_method(MethodSpec("auto", "auto", args))
+
+
+def priced(data: dict[str, Any], model: Model, proposer: Proposer) -> tuple[list[str], dict[str, float]]:
+    """`replay`'s per-prompt speedups priced on `model.costs` in one line each, and their
+    summary: the geometric mean, the lowest prompt and the total (plain passes over the
+    replay's cost, all prompts together)."""
+    recorded = recorded_plain(data, model)
+    if not recorded:
+        raise ValueError("no prompt of the results has a plain answer past its first token: nothing to replay")
+    proposer.bind(model)
+    lines, speedups, passes, cost = [], [], 0.0, 0.0
+    for p, prompt, plain in recorded:
+        sim = simulate(proposer, prompt, plain, model.costs.relative_at, max_tokens=p["max_tokens"])
+        speedups.append(sim["speedup"])
+        passes += sim["speedup"] * sim["cost"]
+        cost += sim["cost"]
+        lines.append(f"{p['id']:34s} sim {sim['speedup']:.4f}x tau {sim['tau']:.2f} drafted {sim['drafted']}")
+    summary = {"geomean": float(np.exp(np.mean(np.log(speedups)))), "lowest": min(speedups),
+               "total": passes / cost, "prompts": float(len(speedups))}
+    lines.append(f"geometric mean {summary['geomean']:.4f}x, total {summary['total']:.4f}x, "
+                 f"lowest {summary['lowest']:.4f}x ({len(speedups)} prompts)")
+    return lines, summary
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m pyaccel.bench.replay", description=__doc__.splitlines()[0])
     ap.add_argument("results", help="a pyaccel bench --json file with plain runs")
@@ -232,13 +292,23 @@ def main(argv: Sequence[str] | None = None) -> int:
                     help="registry name or .gguf path (default: the model the bench ran, its setup.model)")
     ap.add_argument("--option", action="append", default=[], help="PromptLookup argument key=value")
     ap.add_argument("--tuning", action="append", default=[], help="LookupTuning / FollowerTuning field key=value")
+    ap.add_argument("--method", choices=("lookup", "auto"), default=None,
+                    help="the method replayed (default lookup); with it, --tuning names AutoTuning fields for auto, "
+                         "and the output is each prompt's speedup and their geometric mean")
+    ap.add_argument("--curve", default=None, metavar="FILE",
+                    help="price and plan on this relative cost curve (JSON: size -> cost relative to one token) "
+                         "instead of the model's measured one")
     args = ap.parse_args(argv)
     try:
         data = read_results(args.results)
-        proposer = lookup_proposer(args.option, args.tuning)
+        curve = read_curve(args.curve) if args.curve is not None else None
+        summarised = args.method is not None or curve is not None
+        proposer = method_proposer(args.method or "lookup", args.option, args.tuning)
         name = args.model if args.model is not None else recorded_model(data["setup"])
         with Model(name, n_ctx=data["setup"].get("n_ctx", N_CTX)) as model:
-            for line in replay(data, model, proposer):
+            if curve is not None:
+                model.costs = CostModel.fixed(curve)
+            for line in (priced(data, model, proposer)[0] if summarised else replay(data, model, proposer)):
                 print(line)
     except (PyaccelError, ValueError, FileNotFoundError) as exc:
         print(f"{ap.prog}: error: {exc}", file=sys.stderr)
