@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from .generator import Generator
     from .methods.auto.proposer import Auto, AutoTuning
     from .methods.base import NoDraft, Proposer
-    from .methods.draft import DraftModel
+    from .methods.draft import DraftModel, DraftTuning
     from .methods.lookahead import Lookahead, LookaheadTuning
     from .methods.lookup import LookupTuning, PromptLookup
     from .methods.medusa import Medusa, MedusaHeads, MedusaTuning
@@ -46,6 +46,7 @@ _EXPORTS = MappingProxyType({
     "CostModel": ".cost_model",
     "Draft": ".types",
     "DraftModel": ".methods.draft",
+    "DraftTuning": ".methods.draft",
     "Generator": ".generator",
     "IncompatibleModelsError": ".errors",
     "Lookahead": ".methods.lookahead",
@@ -86,6 +87,7 @@ __all__ = [
     "CostModel",
     "Draft",
     "DraftModel",
+    "DraftTuning",
     "Generator",
     "IncompatibleModelsError",
     "Lookahead",

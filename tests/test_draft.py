@@ -9,6 +9,7 @@ import pytest
 
 import pyaccel
 from pyaccel import CostModel, DraftModel
+from pyaccel.methods.draft import DraftTuning
 
 from lossless import assert_greedy_equivalent, chi_square_pvalue, second_token_counts, target_distribution
 
@@ -42,7 +43,7 @@ def test_greedy_output_is_the_targets(qwen: pyaccel.Model, pair_generator: pyacc
 
 
 def test_tree_drafts_keep_greedy_output(qwen: pyaccel.Model, qwen_draft: pyaccel.Model) -> None:
-    gen = pyaccel.Generator(qwen, DraftModel(qwen_draft, length=5, tree=True, branch_prob=0.05))
+    gen = pyaccel.Generator(qwen, DraftModel(qwen_draft, length=5, tree=True, tuning=DraftTuning(branch_prob=0.05)))
     prompt = _prompts(qwen)[0]
     want = pyaccel.Generator(qwen, "plain").generate(prompt, max_tokens=N_TOKENS).tokens
     got = gen.generate(prompt, max_tokens=N_TOKENS)

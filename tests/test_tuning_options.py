@@ -73,8 +73,9 @@ def test_no_knob_shadows_a_constructor_argument(method: type, tuning: type) -> N
     ("lookahead:margin=0.1,replan_every=64", ("margin", "replan_every"), (0.1, 64)),
     ("medusa:recheck_every=16", ("recheck_every",), (16,)),
     ("auto:plan_margin=0.05", ("plan_margin",), (0.05,)),
-    ("auto:keep_fresh_stats=true,strong_run=8", ("prompt_lookup.keep_fresh_stats", "prompt_lookup.follower.strong_run"),
-     (True, 8)),
+    ("draft:probe_every=8,min_prob=0.5", ("probe_every", "min_prob"), (8, 0.5)),
+    ("auto:keep_copy_stats=false,strong_run=8", ("prompt_lookup.keep_copy_stats", "prompt_lookup.follower.strong_run"),
+     (False, 8)),
 ])
 def test_a_spec_sets_each_methods_knobs(spec: str, attr: tuple[str, ...], value: tuple[object, ...]) -> None:
     method = make_method(spec)
@@ -127,7 +128,7 @@ def test_a_spec_option_given_twice_fails() -> None:
 
 def test_right_types_and_none_pass_the_argument_check() -> None:
     assert make_method("lookup:max_draft=8,length=none").max_draft == 8
-    assert make_method("draft:min_prob=1,length=3").min_prob == 1  # an int is a number
+    assert make_method("draft:min_prob=1,length=3").tuning.min_prob == 1  # an int is a number
 
 
 @pytest.mark.parametrize("spec, name", [

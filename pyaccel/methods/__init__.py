@@ -25,10 +25,9 @@ def _plain(**options: Any) -> Proposer:
 
 
 def _draft(**options: Any) -> Proposer:
-    from .draft import DraftModel
+    from .draft import DraftModel, DraftTuning
 
-    check_options(options, DraftModel, "draft")
-    return DraftModel(**options)
+    return DraftModel(**with_tuning_options(options, DraftModel, DraftTuning, "draft"))
 
 
 def _lookup(**options: Any) -> Proposer:

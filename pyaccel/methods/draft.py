@@ -71,6 +71,24 @@ def probe_pays(costs: CostModel, depth: int, lag: int, idle_steps: int, draft_co
 
 
 @dataclass(frozen=True)
+class DraftTuning:
+    """The knobs of `DraftModel`."""
+
+    min_prob: float = 0.3  # stop drafting once the draft's chosen token is less likely than this
+    branch_prob: float = 0.2  # with tree=True, add the second choice where the first leaves this much
+    probe_every: int = 64  # steps without a draft before a probe may run
+    probe_len: int = 2  # tokens a probe drafts (0: never probe)
+    probe_share: float = 0.02  # the most of the idle steps' time a probe may cost
+
+    def validate(self) -> None:
+        if self.probe_every < 1 or self.probe_len < 0:
+            raise ValueError(f"need probe_every >= 1 and probe_len >= 0, got {self.probe_every}, {self.probe_len}")
+        for name in ("min_prob", "branch_prob", "probe_share"):
+            if not 0.0 <= getattr(self, name) <= 1.0:
+                raise ValueError(f"draft {name} must be in [0, 1], got {getattr(self, name)}")
+
+
+@dataclass(frozen=True)
 class DraftPlan:
     """One step's decision: tokens to draft (0: none) and the speedup over plain decoding
     expected from them, the draft's own costs counted (1.0 for a probe or no draft; NaN
@@ -85,13 +103,12 @@ class DraftModel(Proposer):
 
     draft: a Model, a registry name or a .gguf path; None uses the target's registry pair.
     max_draft: the longest chain drafted in one step.
-    min_prob: stop drafting once the draft's chosen token has probability below this.
     length: a fixed draft length (switches the cost model off); None lets the cost model choose.
-    tree: also propose the draft's second choice as a sibling where its probability >= branch_prob.
-    probe_every, probe_len, probe_share: when the plan says "draft nothing", draft
-      probe_len tokens after at least probe_every steps, and only when the probe (the
-      draft's catch-up included) costs at most probe_share of those steps' time, so that
-      improving acceptance is noticed without slowing generation.
+    tree: also propose the draft's second choice as a sibling where it is likely (`DraftTuning.branch_prob`).
+    tuning: `DraftTuning`: when drafting stops, and the probes that run while the plan says
+      "draft nothing" (probe_len tokens after at least probe_every steps, only when the
+      probe, the draft's catch-up included, costs at most probe_share of those steps'
+      time), so that improving acceptance is noticed without slowing generation.
     costs: a cost model to plan with instead of the target's measured one.
     draft_cost: one draft token's decode time over one target token's (default: measured
       once per model pair and device, cached on disk).
@@ -104,13 +121,9 @@ class DraftModel(Proposer):
         draft: object = None,
         *,
         max_draft: int = 16,
-        min_prob: float = 0.3,
         length: int | None = None,
         tree: bool = False,
-        branch_prob: float = 0.2,
-        probe_every: int = 64,
-        probe_len: int = 2,
-        probe_share: float = 0.02,
+        tuning: DraftTuning | None = None,
         costs: CostModel | None = None,
         draft_cost: float | None = None,
     ) -> None:
@@ -118,17 +131,14 @@ class DraftModel(Proposer):
             raise ValueError(f"max_draft must be >= 1, got {max_draft}")
         if length is not None and not 0 <= length <= max_draft:
             raise ValueError(f"length must be in 0..max_draft ({max_draft}), got {length}")
-        if probe_every < 1 or probe_len < 0:
-            raise ValueError(f"need probe_every >= 1 and probe_len >= 0, got {probe_every}, {probe_len}")
+        self.tuning = tuning if tuning is not None else DraftTuning()
+        self.tuning.validate()
         if draft is not None and not isinstance(draft, (str, os.PathLike)) and not hasattr(draft, "backend"):
             raise TypeError(f"draft must be a registry name, a .gguf path or a pyaccel.Model, got {draft!r}")
         self._draft_arg = draft
         self.max_draft = max_draft
-        self.min_prob = min_prob
         self.fixed_length = length
         self.tree = tree
-        self.branch_prob = branch_prob
-        self.probe_every, self.probe_len, self.probe_share = probe_every, probe_len, probe_share
         self._catch_cost: float | None = None  # per token, in target-token decodes (learnt)
         self.model: "Model | None" = None
         self._costs = costs
@@ -196,12 +206,13 @@ class DraftModel(Proposer):
             self._idle_steps = 0
             return DraftPlan(plan.best_len, speedup)
         self._idle_steps += 1
-        if self._idle_steps >= self.probe_every and probe_pays(
+        t = self.tuning
+        if self._idle_steps >= t.probe_every and probe_pays(
                 self._costs, depth, lag, self._idle_steps, self.draft_cost, self._catch_per_token(depth),
-                self._stats.alpha(), min(self.probe_len, limit), self.probe_share):
+                self._stats.alpha(), min(t.probe_len, limit), t.probe_share):
             self._idle_steps = 0
             self._probes += 1
-            return DraftPlan(min(self.probe_len, limit), 1.0)
+            return DraftPlan(min(t.probe_len, limit), 1.0)
         return DraftPlan(0, 1.0)
 
     def _catch_per_token(self, depth: int) -> float:
@@ -238,7 +249,7 @@ class DraftModel(Proposer):
 
         With sampling, siblings are drawn from q without `first` (what the verifier assumes),
         and whether to branch depends only on the mass left, never on the drawn token."""
-        if 1.0 - prob < self.branch_prob:
+        if 1.0 - prob < self.tuning.branch_prob:
             return None
         if q is None:
             masked = row.copy()
@@ -293,7 +304,7 @@ class DraftModel(Proposer):
                 if sib is not None:
                     chain.append(sib)
                     parents.append(parent)
-            if prob < self.min_prob or len(chain) >= n:
+            if prob < self.tuning.min_prob or len(chain) >= n:
                 break
             cache.append(tok)
             row = backend.logits_rows()[-1]
