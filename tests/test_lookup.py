@@ -6,9 +6,10 @@ import numpy as np
 import pytest
 
 import pyaccel
+from pyaccel import _core
 from pyaccel.methods.lookup import LookupTuning, PromptLookup
 from pyaccel.methods.lookup.tuning import N_BUCKETS, agreement_bucket
-from pyaccel.methods.lookup.rewrites import AWAY, IN_LINE
+from pyaccel.methods.lookup.rewrites import AWAY, FRESH, IN_LINE
 
 TUNING = LookupTuning()
 PRIOR_BY_BUCKET, PRIOR_IN_LINE, PRIOR_AWAY = TUNING.prior_fresh, TUNING.prior_in_line, TUNING.prior_away
@@ -62,7 +63,7 @@ def test_a_quoted_rename_is_read_off_the_prompt_and_the_output_stays_plain(gemma
     assert_greedy_equivalent(gemma, prompt, want, got.tokens)
     lookup = fast.method if spec == "lookup" else fast.method.subs[0]
     assert isinstance(lookup, PromptLookup) and lookup._named is not None
-    assert lookup._named.quoted == [b"width", b"breadth"] and lookup._named.renamed == [b"width"]
+    assert lookup._named.quoted == [b"width", b"breadth"]
 
 
 # A second chat turn after an answer that repeated the question with a word dropped: the
@@ -125,17 +126,17 @@ def test_agreement_buckets_are_half_octaves() -> None:
 
 
 @pytest.mark.parametrize("keep", [False, True])
-def test_fresh_statistics_restart_with_each_prompt_unless_kept(keep: bool) -> None:
-    from pyaccel.methods.lookup.proposer import _Hazard
+def test_copy_statistics_restart_with_each_prompt_unless_kept(keep: bool) -> None:
+    from pyaccel.methods.lookup.proposer import copy_stats
 
-    stats = _Hazard(LookupTuning(keep_fresh_stats=keep))
-    prior = stats.alpha()[3]
+    stats = copy_stats(LookupTuning(keep_copy_stats=keep))
     for _ in range(30):
-        stats.observe_position(3, False)
-        stats.observe_position(N_BUCKETS + 3, False)  # an in-line copy's: always kept
-    stats.restart()
-    assert (stats.alpha()[3] < 0.5 * prior) == keep
-    assert stats.alpha()[N_BUCKETS + 3] < 0.5 * LookupTuning().prior_in_line[3]
+        stats[FRESH].observe_position(3, False)  # fresh matches': never kept
+        stats[IN_LINE].observe_position(3, False)
+    for s in stats:
+        s.restart()
+    assert stats[FRESH].alpha()[3] == pytest.approx(PRIOR_BY_BUCKET[3])
+    assert (stats[IN_LINE].alpha()[3] < 0.5 * PRIOR_IN_LINE[3]) == keep
 
 
 def test_path_probabilities_follow_the_hazard_model() -> None:
@@ -148,24 +149,23 @@ def test_path_probabilities_follow_the_hazard_model() -> None:
     tree = method._index.lookup(1, 2, 2, 2, 64)
     assert tree.tokens.tolist() == [5, 6, 3, 4] and tree.parents.tolist() == [-1, 0, -1, 2]
     assert tree.contexts.tolist() == [3, 3, 2, 2] and tree.counts.tolist() == [1, 1, 2, 2]
-    h = method._stats.alpha()
-    for offset in (0, N_BUCKETS * IN_LINE):  # the relation's buckets
-        first, second = h[offset + agreement_bucket(3)], h[offset + agreement_bucket(4)]
+    for relation in (FRESH, IN_LINE):  # the relation's buckets
+        h = method._stats[relation].alpha()
+        first, second = h[agreement_bucket(3)], h[agreement_bucket(4)]
         other = (1 - first) * 2 / 3
-        expected = [first, first * second, other, other * h[offset + agreement_bucket(3)]]
-        np.testing.assert_allclose(method._path_probs(tree, offset), expected)
+        expected = [first, first * second, other, other * h[agreement_bucket(3)]]
+        np.testing.assert_allclose(_core.lookup_path_probs(tree, h), expected)
 
 
 def test_copy_statistics_outlive_a_call_and_fresh_ones_do_not() -> None:
     method = PromptLookup()
     method.begin([1, 2, 3], pyaccel.SamplingConfig())
     for _ in range(20):
-        method._stats.observe_position(0, False)  # FRESH, bucket 0
-        method._stats.observe_position(N_BUCKETS * AWAY + 6, False)
-    low = method._stats.alpha()
-    assert low[0] < PRIOR_BY_BUCKET[0] and low[N_BUCKETS * AWAY + 6] < PRIOR_AWAY[6]
+        method._stats[FRESH].observe_position(0, False)
+        method._stats[AWAY].observe_position(6, False)
+    low = method._stats[AWAY].alpha()[6]
+    assert method._stats[FRESH].alpha()[0] < PRIOR_BY_BUCKET[0] and low < PRIOR_AWAY[6]
     method.begin([1, 2, 3], pyaccel.SamplingConfig())
-    h = method._stats.alpha()
-    assert h[0] == pytest.approx(PRIOR_BY_BUCKET[0])
-    assert h[N_BUCKETS * AWAY + 6] == pytest.approx(low[N_BUCKETS * AWAY + 6])
-    assert len(h) == 4 * N_BUCKETS and len(PRIOR_IN_LINE) == len(PRIOR_AWAY) == N_BUCKETS  # FRESH .. OPENING
+    assert method._stats[FRESH].alpha()[0] == pytest.approx(PRIOR_BY_BUCKET[0])
+    assert method._stats[AWAY].alpha()[6] == pytest.approx(low)
+    assert len(method._stats) == 4 and len(PRIOR_IN_LINE) == len(PRIOR_AWAY) == N_BUCKETS  # FRESH .. OPENING

@@ -1,26 +1,14 @@
-"""Names an instruction quotes: where a copy is likely to break, and edits to trust at once.
+"""Names an instruction quotes: edits to trust at once.
 
-"Rename `enterabs` to `enter_absolute`" quotes two names: one the prompt's code holds and
-one it does not. The output copies the code but changes the first name wherever it
-occurs, and until an occurrence has been seen changed nothing tells a copy of it apart
-from any other. `NamedWords` reads the prompt's own text for that:
-
-- *quoted names*: what `backticks` or "double quotes" outside fenced code blocks hold
-  (the instruction's, not the code's strings), where that is one identifier (dotted
-  ones whole), not a phrase or an expression;
-- *named occurrences*: where a quoted name occurs outside the quotes, for each name that
-  occurs there more than twice as often as the rarest quoted name (the name to change to
-  is usually new, or rare, in the code; the one to change from is not). Each is marked on
-  the prompt's tokens, so a draft that copies one is known to be copying a word the
-  output may well change (`occurrence`);
-- an edit the output makes (source bytes A -> output bytes B) *is named* when it turns
-  one quoted name into another (`resolve`): such an edit is no chance re-alignment. The
-  name's occurrences stay marked (a draft through one, copying the name or writing the
-  learnt edit of it, may still be wrong: the output need not change every occurrence),
-  unless `keep_resolved` is off.
+"Rename `enterabs` to `enter_absolute`" quotes two names. The output copies the code but
+changes the first name wherever it occurs; an edit it makes (source bytes A -> output
+bytes B) that turns one quoted name into another (`NamedWords.resolve`) is no chance
+re-alignment, so prompt lookup drafts it from its first sight. Quoted names are what
+`backticks` or "double quotes" outside fenced code blocks hold (the instruction's, not the
+code's strings), where that is one identifier (dotted ones whole), not a phrase.
 
 Everything is read from bytes (each token's rendered piece), so the names need not fall
-on token boundaries.
+on token boundaries. `block_openings` finds where the prompt's code blocks begin.
 """
 
 from __future__ import annotations
@@ -29,8 +17,6 @@ import re
 from typing import Sequence
 
 import numpy as np
-
-from ... import _core
 
 _QUOTED = re.compile(rb"`([^`\n]{1,80})`|\"([^\"\n]{1,80})\"")
 FENCE = re.compile(rb"^[ \t]*```.*?(^[ \t]*```|\Z)", re.S | re.M)  # a block from a line opening with ```
@@ -77,109 +63,23 @@ def _strip_common(a: bytes, b: bytes) -> tuple[bytes, bytes]:
 
 
 class NamedWords:
-    """The names a prompt quotes and where they occur in its tokens (see the module doc).
+    """The names a prompt quotes (see the module doc); pieces: each prompt token's bytes."""
 
-    pieces: each prompt token's bytes, in order.
-    keep_resolved: a name an edit has changed still marks its occurrences (the output may
-      keep it at some: a rename "in this method" or in code but not in prose).
-    """
-
-    def __init__(self, pieces: Sequence[bytes], keep_resolved: bool = True) -> None:
-        self.keep_resolved = keep_resolved
+    def __init__(self, pieces: Sequence[bytes]) -> None:
         text = b"".join(pieces)
-        starts = np.cumsum([0] + [len(p) for p in pieces])
-        spans = _quoted_spans(text)
         quoted: list[bytes] = []
-        for a, b in spans:
+        for a, b in _quoted_spans(text):
             if _NAME.fullmatch(text[a:b]) and text[a:b] not in quoted:  # a name, not a phrase
                 quoted.append(text[a:b])
-        outside: dict[bytes, list[tuple[int, int]]] = {w: [] for w in quoted}
-        for w in quoted:
-            for m in re.finditer(_whole_word(w), text):
-                if not _inside(m.start(), spans):
-                    outside[w].append((m.start(), m.end()))
         self.quoted = quoted
-        rarest = min((len(v) for v in outside.values()), default=0)
-        self.renamed = [w for w in quoted if len(outside[w]) > 2 * rarest]
-        # occ[i]: the named occurrence prompt token i belongs to (-1: none); owner[o]: its word.
-        self._occ = np.full(len(pieces), -1, dtype=np.int64)
-        self._owner: list[bytes] = []
-        self._spans: list[tuple[int, int]] = []  # per occurrence: its first and last prompt token
-        for w in self.renamed:
-            for a, b in outside[w]:
-                first = int(np.searchsorted(starts, a, side="right")) - 1
-                last = int(np.searchsorted(starts, b, side="left")) - 1
-                self._occ[first:last + 1] = len(self._owner)
-                self._owner.append(w)
-                self._spans.append((first, last))
-        self._resolved: set[bytes] = set()
-        self.renames: dict[bytes, bytes] = {}  # quoted name -> the quoted name an edit turned it into
-
-    @property
-    def any(self) -> bool:
-        """Is any occurrence still marked?"""
-        return bool(self._owner) and (self.keep_resolved or len(self._resolved) < len(self.renamed))
-
-    def occurrence(self, positions: np.ndarray) -> np.ndarray:
-        """The named occurrence (an id, -1 for none) of the prompt token each stream position
-        copies; positions past the prompt, negative ones (not a copy) and names already
-        resolved give -1."""
-        positions = np.asarray(positions, dtype=np.int64)
-        out = np.full(len(positions), -1, dtype=np.int64)
-        ok = (positions >= 0) & (positions < len(self._occ))
-        out[ok] = self._occ[positions[ok]]
-        if self._resolved and not self.keep_resolved:
-            for k in np.flatnonzero(out >= 0):
-                if self._owner[out[k]] in self._resolved:
-                    out[k] = -1
-        return out
-
-    def resolved(self, occ: np.ndarray) -> np.ndarray:
-        """Per occurrence id (-1: none): is its name one an edit has changed?"""
-        return np.array([o >= 0 and self._owner[o] in self._resolved for o in occ], dtype=bool)
 
     def resolve(self, a: bytes, b: bytes) -> bool:
         """Is an edit of source bytes a into output bytes b one that turns a quoted name into
-        another? If so, the name it changes is resolved (see `keep_resolved`)."""
-        whole_a, whole_b = a, b
+        another?"""
         a, b = _strip_common(a, b)
         if not a and not b:
             return False
-        hit = False
-        for x in self.quoted:
-            for y in self.quoted:
-                if x != y and _edit_turns(a, b, x, y):
-                    self._resolved.add(x)
-                    hit = True
-                    if _holds_word(whole_a, x) and _holds_word(whole_b, y):  # the whole name, not a part alike
-                        self.renames.setdefault(x, y)
-        return hit
-
-    def occurrences(self, word: bytes) -> list[tuple[int, int]]:
-        """The first and last prompt token of each named occurrence of `word`."""
-        return [span for span, owner in zip(self._spans, self._owner) if owner == word]
-
-
-def _whole_word(word: bytes) -> bytes:
-    return rb"(?<!\w)" + re.escape(word) + rb"(?!\w)"
-
-
-def _holds_word(text: bytes, word: bytes) -> bool:
-    return re.search(_whole_word(word), text) is not None
-
-
-def respelled(text: bytes, old: bytes, new: bytes) -> bytes:
-    """`text` with every whole-word `old` written `new`."""
-    return re.sub(_whole_word(old), lambda m: new, text)
-
-
-def hazard_starts(occ: np.ndarray, parents: np.ndarray) -> np.ndarray:
-    """Per node of a tree (parents[i] < i, -1 the root): does it enter a named occurrence
-    (occ >= 0) its parent is not in? Each occurrence is counted once per path."""
-    occ = np.asarray(occ, dtype=np.int64)
-    parents = np.asarray(parents, dtype=np.int64)
-    parent_occ = np.where(parents >= 0, occ[np.maximum(parents, 0)], -1)
-    return (occ >= 0) & (occ != parent_occ)
+        return any(x != y and _edit_turns(a, b, x, y) for x in self.quoted for y in self.quoted)
 
 
 def block_openings(pieces: Sequence[bytes]) -> frozenset[int]:
@@ -193,11 +93,3 @@ def block_openings(pieces: Sequence[bytes]) -> frozenset[int]:
         if eol >= 0:
             out.add(int(np.searchsorted(ends, eol, side="right")))
     return frozenset(out)
-
-
-def hazard_factors(starts: np.ndarray, parents: np.ndarray, h: np.ndarray | float) -> np.ndarray:
-    """Per node: the product of h[j] (or h, one for all) over the marked nodes j (`starts`: those entering a
-    named occurrence, `hazard_starts`, or copying a prose boundary) on its path, itself
-    included: the factor its path probability takes (parents come before their children)."""
-    f = np.where(np.asarray(starts, dtype=bool), np.asarray(h, dtype=np.float64), 1.0)
-    return _core.tree_path_products(parents, f)

@@ -1,4 +1,4 @@
-"""Following a copy through edits: learnt rewrites and resumptions for prompt lookup.
+"""Following a copy through edits: learnt rewrites for prompt lookup.
 
 An edit such as "rename `h` to `heap`" makes the output copy its source except at every
 occurrence of the old name; adding type hints rewrites each signature and then copies the
@@ -8,17 +8,18 @@ agreement starts again from one token, so drafts stay short for several steps.
 
 - an anchor: a source position aligned with the end of the output, found by an n-gram
   match that agreed over >= `resync` tokens and then followed token by token;
-- where the output leaves the source, a search for where it comes back. The nearest
+- where the output leaves the source, a search for where it comes back: the nearest
   point (<= max_span tokens skipped on either side) after which `resync` tokens agree
-  is an edit: the skipped source span A and output span B are learnt as A -> B. Farther
-  on (<= max_skip source tokens, after <= max_new new output tokens) it is a resumption;
+  is an edit, and the skipped source span A and output span B are learnt as A -> B. A
+  copy that does not come back within an edit's span is let go (a new n-gram match
+  anchors the next one);
 - drafts that continue the source with every confirmed edit applied, with the agreement
-  counted through them; while the output is away, drafts from the nearest place ahead
-  where its last tokens occur (a copy about to resume);
+  counted through them; while an edit is under way, drafts from the break where the
+  output's last tokens equal the source's there (a copy about to resume);
 - `relation`: whether a match continues a copy the output has taken >= strong_run tokens
-  from (through edits and resumptions), lies elsewhere, continues a younger copy that
-  began where a code block of the prompt begins, or none of these. Prompt lookup keeps
-  acceptance apart for each.
+  from (through edits), lies elsewhere, continues a younger copy that began where a code
+  block of the prompt begins, or none of these. Prompt lookup keeps acceptance apart for
+  each.
 
 An edit the output contradicts is dropped. An edit the caller names (`named_edit`: one
 the prompt's instruction asks for) is trusted from its first sight. A copy that begins
@@ -40,28 +41,18 @@ class FollowerTuning:
 
     max_span: int = 4  # longest source or output span of a learnt edit
     resync: int = 3  # agreeing tokens that re-establish the alignment after an edit
-    max_rewrites: int = 64
-    # An edit drafts only once it has been seen this often: a chance re-alignment in prose
-    # looks like an edit once, a rename recurs.
+    max_rewrites: int = 64  # learnt edits kept at most
+    # An edit drafts only once it has been seen this often: a chance re-alignment looks
+    # like an edit once, a rename recurs.
     min_seen: int = 2
-    # Beyond a small edit the output may write something new (a typed signature, an added
-    # docstring) or drop a block and then go on copying further ahead: the copy resumes
-    # within max_skip source tokens of where it broke, after at most max_new new output tokens.
-    max_skip: int = 64
-    max_new: int = 160
-    # An n-gram match elsewhere that agrees over this many tokens moves the followed copy
-    # there even while the output is away from it (a reordered block).
-    jump_agreement: int = 8
-    # A copy the output has taken this many tokens from (through edits and resumptions) is
-    # a real one (an edit's source), not a chance repeat: matches that resume it are
-    # tracked apart from matches elsewhere.
+    # A copy the output has taken this many tokens from (through edits) is a real one (an
+    # edit's source), not a chance repeat: matches that resume it are tracked apart.
     strong_run: int = 16
 
     def validate(self) -> None:
         for f in fields(self):
-            low = 0 if f.name in ("max_skip", "max_new") else 1
-            if getattr(self, f.name) < low:
-                raise ValueError(f"lookup {f.name} must be >= {low}, got {getattr(self, f.name)}")
+            if getattr(self, f.name) < 1:
+                raise ValueError(f"lookup {f.name} must be >= 1, got {getattr(self, f.name)}")
 
 
 FRESH, IN_LINE, AWAY, OPENING = 0, 1, 2, 3  # see `CopyFollower.relation`
@@ -75,9 +66,6 @@ class Followed:
     tokens: list[int]
     agreement: int
     relation: int  # IN_LINE (a strong copy), OPENING or FRESH (see `CopyFollower.relation`)
-    # The stream index each token copies; a learnt edit's first token: the index of the
-    # source span it replaces; its other tokens (and the rest of an edit begun): -1.
-    positions: list[int]
 
 
 @dataclass
@@ -85,7 +73,7 @@ class _Anchor:
     source: int  # stream index of the source token aligned with `out`
     out: int  # stream index of an output token
     agreement: int  # tokens agreeing up to and including these
-    copied: int  # tokens the output copied from it so far, through edits and resumptions
+    copied: int  # tokens the output copied from it so far, through edits
     opened: bool = False  # it began where a code block of the prompt begins
 
 
@@ -94,27 +82,13 @@ class _Break:
     source: int  # first source index the output did not match
     out: int  # first output index that left the source
     agreement: int  # the run before the break
-    scanned: int  # output end positions already searched for a distant resumption
     copied: int
 
 
-def _ahead(stream: Sequence[int], start: int, end: int, m: int, max_skip: int) -> int | None:
-    """The first i in [start, start + max_skip] where stream[i:i + m] equals the m tokens
-    ending at `end` (m >= 1), the two spans not overlapping; None if there is none."""
-    last = min(start + max_skip, end - 2 * m)
-    if last < start:
-        return None
-    gram = [int(t) for t in stream[end - m:end]]
-    window = [int(t) for t in stream[start:last + m]]
-    i = 0
-    while True:  # list.index finds each occurrence of the first token (the scan in C)
-        try:
-            i = window.index(gram[0], i, last - start + 1)
-        except ValueError:
-            return None
-        if window[i:i + m] == gram:
-            return start + i
-        i += 1
+def _resumes_at(stream: Sequence[int], i: int, m: int) -> bool:
+    """Do the stream's last m tokens equal stream[i:i + m], the two spans not overlapping?"""
+    n = len(stream)
+    return i + m <= n - m and list(stream[i:i + m]) == list(stream[n - m:])
 
 
 class CopyFollower:
@@ -192,17 +166,14 @@ class CopyFollower:
             break
         copied = a.copied + run - a.agreement
         if j < n:  # the output left the source at j
-            self._broke, self._anchor, self._pending = _Break(i, j, run, j, copied), None, []
+            self._broke, self._anchor, self._pending = _Break(i, j, run, copied), None, []
         else:
             self._anchor, self._pending = _Anchor(i - 1, n - 1, run, copied, a.opened), pending
 
     def _resync(self, stream: Sequence[int]) -> None:
-        """After a break: find where the copy resumes and re-anchor there. A resumption
-        within max_span tokens on both sides is an edit: it is learnt and the agreement
-        carries on through it. A farther one (new code written, a block dropped) starts
-        the agreement afresh; it is looked for only once an edit could have shown itself,
-        or the edit's first new tokens, repeated at a similar line ahead, would pass for
-        the copy resuming there."""
+        """After a break: find where the copy resumes within max_span tokens on both sides
+        (an edit: it is learnt and the agreement carries on through it) and re-anchor
+        there; once an edit could have shown itself and has not, let the copy go."""
         b = self._broke
         assert b is not None
         n, r = len(stream), self.resync
@@ -226,25 +197,8 @@ class CopyFollower:
                 carried = b.agreement if src and self.seen.get(src, 0) >= self.tuning.min_seen else 0
                 self._resume(i + r - 1, j + r - 1, carried + r, b.copied + r)
                 return
-        if self._in_edit(n, b):  # the tokens that would show an edit are yet to come
-            return
-        found = self._distant_resumption(stream, b, r)
-        if found is not None:
-            self._resume(found[0], found[1], r, b.copied + r)
-        elif n - b.out > self.tuning.max_new:
-            self._broke = None  # the output has moved on: nothing to follow
-
-    def _distant_resumption(self, stream: Sequence[int], b: _Break, r: int) -> tuple[int, int] | None:
-        """(source, output) indices ending the first r output tokens since the last scan
-        that equal r source tokens at most max_skip after the break (the nearest)."""
-        n = len(stream)
-        for end in range(max(b.scanned, b.out + r), n + 1):
-            i = _ahead(stream, b.source, end, r, self.tuning.max_skip)
-            if i is not None:
-                b.scanned = end
-                return i + r - 1, end - 1
-        b.scanned = n + 1
-        return None
+        if not self._in_edit(n, b):  # the tokens that would show an edit have come: none did
+            self._broke = None
 
     def _resume(self, source: int, out: int, agreement: int, copied: int) -> None:
         self._broke = None
@@ -264,17 +218,12 @@ class CopyFollower:
 
     def align(self, stream: Sequence[int], source_end: int, agreement: int) -> None:
         """An n-gram match: the stream's last `agreement` tokens equal those ending at
-        `source_end`. It anchors the copy when it agrees over more than what is followed
-        (while the output is away from the followed copy, over more than `jump` tokens).
+        `source_end`. It anchors the copy when it agrees over more than what is followed.
         A copy broken so recently that it may yet resume through an edit (`_resync` has
-        not seen the tokens it needs) is still the followed one: a match replaces it only
-        by agreeing over more than it did, so a caller stepping one token at a time does
-        not lose to a chance repeat of the edit's first new tokens the copy that a caller
-        stepping over the edit keeps."""
-        if agreement < self.resync:
-            return
-        b = self._broke
-        if b is not None and (agreement < self.tuning.jump_agreement or self._may_resume(stream, b, agreement)):
+        not seen the tokens it needs) is still the followed one, so a caller stepping one
+        token at a time does not lose to a chance repeat of the edit's first new tokens
+        the copy that a caller stepping over the edit keeps."""
+        if agreement < self.resync or self._broke is not None:
             return
         if self._anchor is None or agreement > self._anchor.agreement:
             self._broke = None
@@ -294,25 +243,19 @@ class CopyFollower:
         (`_resync` has not seen the tokens it needs), in a stream of `length` tokens?"""
         return length - b.out < self.max_span + self.resync
 
-    def _may_resume(self, stream: Sequence[int], b: "_Break", agreement: int) -> bool:
-        """Could the copy broken at `b` still resume through an edit, and did it agree over
-        at least `agreement` tokens?"""
-        return agreement <= b.agreement and self._in_edit(len(stream), b)
-
     def relation(self, source_end: int) -> int:
         """How a match ending at `source_end` stands to the followed copy (as of the last
         `follow`): IN_LINE when it continues a strong copy (it is the anchored source, or
         lies where the broken copy may resume), AWAY when it is somewhere else; OPENING
         when it continues a copy not yet strong that began at one of `openings`; FRESH
-        otherwise. While the copy may yet resume through an edit, it resumes within an
-        edit's span of the break (plus the tokens since): a match farther ahead then
-        repeats the text the copy broke from (a second, similar line), not the copy."""
+        otherwise. A broken copy may yet resume through an edit within an edit's span of
+        the break (plus the tokens since): a match farther ahead repeats the text the copy
+        broke from (a second, similar line), not the copy."""
         a, b = self._anchor, self._broke
         if a is not None and self._strong(a.copied):
             return IN_LINE if source_end == a.source else AWAY
         if b is not None and self._strong(b.copied):
-            since = self._length - b.out
-            reach = self.max_span + since if self._in_edit(self._length, b) else self.tuning.max_skip
+            reach = self.max_span + self._length - b.out
             return IN_LINE if b.source - 1 <= source_end < b.source + reach else AWAY
         if a is not None and a.opened and source_end == a.source:
             return OPENING
@@ -321,40 +264,34 @@ class CopyFollower:
     # ---- drafting -------------------------------------------------------------------------
 
     def draft(self, stream: Sequence[int], limit: int) -> Followed | None:
-        """The followed source continued with every learnt edit applied. While the output
-        is away from it: the continuation of the nearest place ahead where the output's
-        last 1 or 2 tokens occur (a copy about to resume), with that agreement."""
+        """The followed source continued with every learnt edit applied. While an edit is
+        under way: the source's continuation from the break where the output's last 1 or 2
+        tokens equal the source's there (a copy about to resume), with that agreement."""
         if limit < 1:
             return None
         a = self._anchor
         if a is not None and a.out == len(stream) - 1:
             pending = list(self._pending[:limit])
-            return self._continue(stream, a.source + 1, pending, [-1] * len(pending), a.agreement,
-                                  self.relation(a.source), limit)
+            return self._continue(stream, a.source + 1, pending, a.agreement, self.relation(a.source), limit)
         b = self._broke
         if b is None or not self._strong(b.copied):
             return None
         for m in range(self.resync - 1, 0, -1):
-            i = _ahead(stream, b.source, len(stream), m, self.tuning.max_skip)
-            if i is not None:
-                return self._continue(stream, i + m, [], [], m, IN_LINE, limit)
+            if _resumes_at(stream, b.source, m):
+                return self._continue(stream, b.source + m, [], m, IN_LINE, limit)
         return None
 
-    def _continue(self, stream: Sequence[int], i: int, out: list[int], positions: list[int], agreement: int,
-                  relation: int, limit: int) -> Followed | None:
+    def _continue(self, stream: Sequence[int], i: int, out: list[int], agreement: int, relation: int,
+                  limit: int) -> Followed | None:
         if not any(n >= self.tuning.min_seen for n in self.seen.values()):  # no edit to apply: a plain copy
-            more = [int(t) for t in stream[i:i + max(0, limit - len(out))]]
-            out += more
-            positions += range(i, i + len(more))
+            out += [int(t) for t in stream[i:i + max(0, limit - len(out))]]
             i = len(stream)
         while len(out) < limit and i < len(stream):
             hit = self._rewrite_at(stream, i)
             if hit is not None and self.seen.get(hit[0], 0) >= self.tuning.min_seen:
-                out += hit[1]
-                positions += [i] + [-1] * (len(hit[1]) - 1) if hit[1] else []  # a deletion drafts nothing
+                out += hit[1]  # a deletion drafts nothing
                 i += len(hit[0])
             else:
                 out.append(int(stream[i]))
-                positions.append(i)
                 i += 1
-        return Followed(out[:limit], agreement, relation, positions[:limit]) if out else None
+        return Followed(out[:limit], agreement, relation) if out else None
