@@ -11,8 +11,7 @@ import pyaccel
 from pyaccel.methods.auto.calibration import Calibration, CalibrationTuning
 from pyaccel.methods.auto import Candidate
 from pyaccel.methods.auto.merge import MergedTree, cap_siblings, merge_trees
-from pyaccel.methods.auto.policy import (AutoTuning, may_pay, pass_costs, pay_threshold, plan_margin, plan_tree,
-                                         rejection_chance)
+from pyaccel.methods.auto.policy import AutoTuning, may_pay, pass_costs, pay_threshold, plan_tree
 from pyaccel.methods.lookup.proposer import LookupTuning
 from pyaccel.methods.lookup.rewrites import FollowerTuning
 from pyaccel.types import SamplingConfig, StepOutcome
@@ -80,24 +79,15 @@ def test_a_well_calibrated_proposer_keeps_its_estimates() -> None:
 
 
 def test_an_underconfident_proposer_is_not_trusted_beyond_its_estimates() -> None:
-    """Verification accepting far more than predicted leaves the estimates as they are
-    (max_ratio 1): evidence from where a proposer drafted would raise its estimates
-    everywhere else too. A larger max_ratio lets the record raise them."""
+    """Verification accepting far more than predicted leaves the estimates as they are:
+    evidence from where a proposer drafted would raise its estimates everywhere else too."""
     tree = two_source_tree()
     lookup_nodes = np.flatnonzero(np.asarray([tree.sources[o] for o in tree.owner]) == "lookup")
-    for max_ratio, boosted in ((1.0, False), (3.0, True)):
-        cal = Calibration(CalibrationTuning(decay=1.0, max_ratio=max_ratio))
-        for _ in range(50):  # every verified lookup node kept: 1.0, 1.0, 1.0 against 0.5, 0.25, 0.125
-            cal.record(tree, lookup_nodes, lookup_nodes)
-        assert np.all(cal.ratio("lookup") > 1.5)  # the record itself says "too low"
-        probs = cal.apply(tree)
-        if boosted:
-            assert np.all(probs[lookup_nodes] > tree.path_probs[lookup_nodes] * 1.5)
-            assert np.all(probs <= 1.0)
-        else:
-            assert probs.tolist() == pytest.approx(tree.path_probs.tolist())
-    with pytest.raises(ValueError, match="max_ratio"):
-        CalibrationTuning(max_ratio=0.0).validate()
+    cal = Calibration(CalibrationTuning(decay=1.0))
+    for _ in range(50):  # every verified lookup node kept: 1.0, 1.0, 1.0 against 0.5, 0.25, 0.125
+        cal.record(tree, lookup_nodes, lookup_nodes)
+    assert np.all(cal.ratio("lookup") > 1.5)  # the record itself says "too low"
+    assert cal.apply(tree).tolist() == pytest.approx(tree.path_probs.tolist())
 
 
 def test_old_evidence_fades() -> None:
@@ -161,7 +151,7 @@ def test_a_plan_that_barely_pays_is_not_drafted() -> None:
     curve = [1.0, 1.55] + [3.0] * 30
     for margin, drafts in ((0.0, 1), (0.05, 0)):
         auto = pyaccel.Auto(lookup=False, lookahead=False, use_draft=False, extra=[Scripted("x", offered)],
-                            tuning=AutoTuning(plan_margin=margin, risk_margin=0.0),
+                            tuning=AutoTuning(plan_margin=margin),
                             costs=pyaccel.CostModel.fixed(curve))
         auto.begin([1, 2, 3], SamplingConfig())
         assert len(auto.propose([1, 2, 3], budget=32)) == drafts
@@ -169,35 +159,8 @@ def test_a_plan_that_barely_pays_is_not_drafted() -> None:
         pyaccel.Auto(tuning=AutoTuning(plan_margin=1.5))
     with pytest.raises(ValueError, match="edges"):
         Calibration(CalibrationTuning(edges=(0.5, 0.2)))
-    with pytest.raises(ValueError, match="learnt_plan_margin"):
-        AutoTuning(learnt_plan_margin=-0.1).validate()
     with pytest.raises(ValueError, match="strong_run"):
         pyaccel.Auto(lookup=False, tuning=AutoTuning(prompt_lookup=LookupTuning(follower=FollowerTuning(strong_run=0))))
-
-
-def test_the_margin_is_weighed_by_each_kind_of_nodes_expected_tokens() -> None:
-    probs = np.array([0.6, 0.3, 0.1])
-    assert plan_margin(probs, np.array([True, True, True]), 0.1, 0.0) == pytest.approx(0.0)
-    assert plan_margin(probs, np.array([False, False, False]), 0.1, 0.0) == pytest.approx(0.1)
-    # 0.9 of the 1.0 expected tokens are learnt: 0.9 * 0.02 + 0.1 * 0.1.
-    assert plan_margin(probs, np.array([True, True, False]), 0.1, 0.02) == pytest.approx(0.028)
-    assert plan_margin(np.zeros(2), np.array([True, False]), 0.1, 0.0) == pytest.approx(0.1)
-
-
-@pytest.mark.parametrize("learnt, drafts", [(True, 1), (False, 0)])
-def test_a_learnt_copy_drafts_on_a_plan_that_barely_pays(learnt: bool, drafts: int) -> None:
-    # One node at 0.6 on a curve where two tokens cost 1.55: x1.03, under the 10% margin of
-    # unlearnt estimates, above a learnt margin of 0.
-    node = replace(chain([10], 0.6, "x"), learnt=learnt)
-    curve = [1.0, 1.55] + [3.0] * 30
-    tree = merge_trees([node], max_leaves=8)
-    plan = plan_tree(pyaccel.CostModel.fixed(curve), tree, tree.path_probs, 3, 32, 0.1, 0.0)
-    assert (0 if plan is None else len(plan.nodes)) == drafts
-    auto = pyaccel.Auto(lookup=False, lookahead=False, use_draft=False, extra=[Scripted("x", [node])],
-                        tuning=AutoTuning(plan_margin=0.1, learnt_plan_margin=0.0, risk_margin=0.0),
-                        costs=pyaccel.CostModel.fixed(curve))
-    auto.begin([1, 2, 3], SamplingConfig())
-    assert len(auto.propose([1, 2, 3], budget=32)) == drafts
 
 
 def test_stats_say_which_proposer_each_accepted_token_came_from() -> None:
@@ -281,11 +244,12 @@ def test_below_the_pay_threshold_nothing_pays_and_just_above_it_something_does(c
 
 def test_calibration_bound_is_at_least_every_rescaled_estimate() -> None:
     rng = np.random.default_rng(5)
-    for max_ratio in (0.5, 1.0, 2.5):
-        cal = Calibration(CalibrationTuning(max_ratio=max_ratio))
-        cal.add("s", rng.uniform(0, 1, 40), (rng.uniform(0, 1, 40) < 0.8).astype(float))
+    tree = two_source_tree()
+    for kept in range(3):
+        cal = Calibration(CalibrationTuning(decay=1.0))
+        cal.record(tree, np.arange(len(tree)), np.arange(kept))
         for cand in _random_candidates(rng):
-            cand = Candidate(cand.tokens, cand.parents, cand.path_probs, "s", learnt=bool(rng.integers(2)))
+            cand = Candidate(cand.tokens, cand.parents, cand.path_probs, "lookup", learnt=bool(rng.integers(2)))
             assert cal.candidate(cand).max() <= cal.bound(cand) + 1e-12
     assert Calibration().bound(Candidate.chain([], [], "s")) == 0.0
 
@@ -325,107 +289,3 @@ def test_a_shared_node_takes_the_learnt_flag_of_the_estimate_it_keeps() -> None:
     assert tree.learnt.tolist() == [False, False]  # the pool's 0.9 won node 5
     tree = merge_trees([chain([5, 6], 0.5, "pool"), replace(chain([5], 0.6, "lookup"), learnt=True)], max_leaves=8)
     assert tree.learnt.tolist() == [True, False]
-
-
-# ---- shadows: evidence from candidates nobody drafted ----------------------------------------
-
-
-def _reference(probs: list[float], kept: list[float], source: str = "pool") -> Calibration:
-    """What verification of the same nodes would have recorded."""
-    ref = Calibration(CalibrationTuning(decay=1.0))
-    ref.add(source, np.asarray(probs), np.asarray(kept))
-    return ref
-
-
-def test_a_shadow_counts_as_verification_would_have() -> None:
-    """A watched chain is scored position by position as the real tokens arrive: right
-    positions are accepted, the first wrong one and every node after it are not."""
-    cal = Calibration(CalibrationTuning(decay=1.0, shadow_depth=4))
-    probs = [0.9, 0.7, 0.5, 0.3, 0.1]
-    cal.watch(3, [Candidate.chain([10, 11, 12, 13, 14], probs, "pool")])
-    cal.settle([1, 2, 3, 10])  # one position known: right
-    np.testing.assert_allclose(cal.ratio("pool"), _reference(probs[:1], [1.0]).ratio("pool"))
-    cal.settle([1, 2, 3, 10, 11, 99, 5, 6, 7])  # the next right, then a miss
-    np.testing.assert_allclose(cal.ratio("pool"), _reference(probs[:4], [1.0, 1.0, 0.0, 0.0]).ratio("pool"))
-    cal.settle([1, 2, 3, 10, 11, 99, 5, 6, 7, 8])  # settled chains are not scored again
-    np.testing.assert_allclose(cal.ratio("pool"), _reference(probs[:4], [1.0, 1.0, 0.0, 0.0]).ratio("pool"))
-
-
-def test_a_shadow_follows_only_the_main_chain_of_a_tree() -> None:
-    cal = Calibration(CalibrationTuning(decay=1.0, shadow_depth=8))
-    tree = Candidate(np.array([10, 11, 20, 12], np.int32), np.array([-1, 0, 0, 1], np.int32),
-                     np.array([0.8, 0.5, 0.2, 0.4]), "pool")
-    cal.watch(0, [tree])
-    cal.settle([10, 11, 12])  # nodes 0 and 1 form the main chain; node 2 is a sibling
-    np.testing.assert_allclose(cal.ratio("pool"), _reference([0.8, 0.5], [1.0, 1.0]).ratio("pool"))
-
-
-def test_no_shadows_when_disabled_learnt_or_ended() -> None:
-    offered = Candidate.chain([10, 11], [0.9, 0.8], "pool")
-    learnt = Candidate(offered.tokens, offered.parents, offered.path_probs, "lookup", learnt=True)
-    off = Calibration(CalibrationTuning(shadow_depth=0))
-    off.watch(0, [offered])
-    on = Calibration(CalibrationTuning(shadow_depth=4))
-    on.watch(0, [learnt])  # lookup learns from every position itself
-    ended = Calibration(CalibrationTuning(shadow_depth=4))
-    ended.watch(0, [offered])
-    ended.end()  # the generation is over: its real tokens never come
-    for cal in (off, on, ended):
-        cal.settle([10, 11, 12])
-        assert cal.summary() == {}
-    with pytest.raises(ValueError, match="shadow_depth"):
-        CalibrationTuning(shadow_depth=-1).validate()
-
-
-def _undrafted_steps(auto: pyaccel.Auto, steps: int = 6) -> None:
-    """Steps at which `auto` drafts nothing and the real tokens are 10, 11, 12 each time."""
-    auto.begin([1, 2, 3], SamplingConfig())
-    history = [1, 2, 3]
-    for _ in range(steps):
-        assert len(auto.propose(history, budget=32)) == 0
-        history = history + [10, 11, 12]  # the guess came true (three plain steps)
-
-
-def test_auto_learns_from_a_proposer_it_does_not_draft() -> None:
-    """On a curve where nothing pays, auto drafts nothing, yet with shadows on a proposer
-    whose guesses come true is found accepted more often than it estimated."""
-    right = Scripted("right", [chain([10, 11, 12], 0.5, "right")])
-    auto = pyaccel.Auto(lookup=False, lookahead=False, use_draft=False, extra=[right],
-                        tuning=AutoTuning(calibration=CalibrationTuning(shadow_depth=4)),
-                        costs=pyaccel.CostModel.fixed(LINEAR[:32]))
-    _undrafted_steps(auto)
-    assert auto.counters["calibration_right"] > 1.0
-    no_shadow = pyaccel.Auto(lookup=False, lookahead=False, use_draft=False, extra=[right],
-                             costs=pyaccel.CostModel.fixed(LINEAR[:32]))  # the default: off
-    _undrafted_steps(no_shadow)
-    assert "calibration_right" not in no_shadow.counters
-
-
-def test_the_chance_of_a_whole_rejection_is_one_minus_the_first_nodes_estimates() -> None:
-    # Root children 0 (0.5) and 3 (0.2); node 1 and 2 under 0, node 4 under 3.
-    parents = np.array([-1, 0, 1, -1, 3], np.int32)
-    probs = np.array([0.5, 0.4, 0.3, 0.2, 0.1])
-    assert rejection_chance(np.arange(5), parents, probs) == pytest.approx(0.3)
-    assert rejection_chance(np.array([0, 1]), parents, probs) == pytest.approx(0.5)
-    assert rejection_chance(np.array([3, 4]), parents, probs) == pytest.approx(0.8)
-    assert rejection_chance(np.array([0, 3]), parents, np.array([0.7, 0, 0, 0.6, 0])) == 0.0  # never negative
-
-
-@pytest.mark.parametrize("first, drafts", [(0.95, 3), (0.55, 0)])
-def test_a_plan_likely_rejected_whole_needs_the_risk_margin_more(first: float, drafts: int) -> None:
-    # A 3-node chain on a curve where 4 tokens cost 1.8: its expected speedup clears the
-    # 10% margin either way (first node at 0.55: 2.485 / 1.8 = 1.38x; at 0.95: 1.98x), but
-    # at 0.55 its chance of a whole rejection (0.45) times a risk margin of 1.0 lifts the
-    # bar to 1.55x (at 0.95 to 1.15x).
-    node = chain([10, 11, 12], first, "x")
-    node = replace(node, path_probs=first * np.array([1.0, 0.9, 0.8]))
-    curve = [1.0, 1.5, 1.55, 1.8] + [3.0] * 28
-    tree = merge_trees([node], max_leaves=8)
-    costs = pyaccel.CostModel.fixed(curve)
-    assert plan_tree(costs, tree, tree.path_probs, 3, 32, 0.1, 0.1, 0.0) is not None
-    plan = plan_tree(costs, tree, tree.path_probs, 3, 32, 0.1, 0.1, 1.0)
-    assert (0 if plan is None else len(plan.nodes)) == drafts
-    auto = pyaccel.Auto(lookup=False, lookahead=False, use_draft=False, extra=[Scripted("x", [node])],
-                        tuning=AutoTuning(risk_margin=1.0 - 1e-9), costs=costs)
-    auto.begin([1, 2, 3], SamplingConfig())
-    assert len(auto.propose([1, 2, 3], budget=32)) == drafts

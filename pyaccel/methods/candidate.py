@@ -33,11 +33,6 @@ class Candidate:
     learnt: the estimates come from statistics the proposer keeps of how such drafts fared
       on every position, carried from call to call (prompt lookup's copy statistics), so
       auto takes them as they are: it neither rescales them nor learns from them.
-    probe: the draft enters text whose later candidates the proposer will estimate from
-      statistics that have no evidence about this generation yet (prompt lookup: a copy
-      reaching the opening line of one of the prompt's code blocks, whose first line the
-      next steps would bet on), so verifying it now is worth more than its own tokens:
-      auto plans the step without its margins, as the proposer alone would.
     """
 
     tokens: npt.NDArray[np.int32]
@@ -45,7 +40,6 @@ class Candidate:
     path_probs: npt.NDArray[np.float64]
     source: str
     learnt: bool = False
-    probe: bool = False
 
     @staticmethod
     def chain(tokens: Sequence[int] | npt.NDArray[np.int32], probs: npt.ArrayLike, source: str) -> "Candidate":

@@ -12,9 +12,8 @@ estimates from different proposers (or a proposer's own alternatives, such as pr
 lookup's tree and the copy it follows) make siblings sum to more than their parent, the
 likeliest keeps its estimate and the others share what is left, their subtrees scaled
 with them (`cap_siblings`): prompt lookup ranks its own branches the same way. Scaling
-every sibling down together instead turned two confident, conflicting copies (0.98 each)
-into two half-likely ones, and auto drafted neither where lookup, taking its best, copied
-63 tokens in one pass.
+every sibling down together instead would turn two confident, conflicting copies into two
+half-likely ones, and neither would be drafted.
 """
 
 from __future__ import annotations

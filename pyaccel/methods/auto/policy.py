@@ -8,13 +8,9 @@
 
 Lookup and the n-gram caches offer candidates every step. The lookahead pool does where
 one of its nodes could reach `pay_threshold` (its learnt first-position hazard at most)
-and otherwise only every `probe_every` steps: its step costs about 0.1 ms on the caches a
-decode has just emptied (`benchmarks/cold_own_time.py`; a 1.5B target's pass takes 37 ms
-on the AMD EPYC host), where replays of the floor's 42 prompts (5,460 steps) drafted one
-node of it and of the 20 edit prompts (1,109 steps) three, none kept
-(`benchmarks/replay_passes.py`). The draft
-model costs a decode per drafted token, so it runs only when its own plan (catch-up and
-draft tokens counted) expects more than the free tree.
+and otherwise only every `probe_every` steps, so that it keeps learning. The draft model
+costs a decode per drafted token, so it runs only when its own plan (catch-up and draft
+tokens counted) expects more than the free tree.
 """
 
 from __future__ import annotations
@@ -44,64 +40,26 @@ if TYPE_CHECKING:
 class AutoTuning:
     """The knobs of `auto`."""
 
-    # The draft-model gate assumes a draft as good as same-family drafts get (this
-    # acceptance per token) at the least it can cost: its file size over the target's (a
-    # single-token decode reads every weight once). If even that cannot beat plain decoding
-    # by draft_margin at any depth checked, the draft model is never loaded.
+    # The draft-model gate assumes a draft as good as same-family drafts get (draft_alpha
+    # per token) at the least it can cost (its file size over the target's: a single-token
+    # decode reads every weight once); if even that cannot beat plain decoding by
+    # draft_margin at any depth checked, the draft model is never loaded.
     draft_alpha: float = 0.8
     draft_margin: float = 0.05
-    draft_max: int = 16
-    # The deepest prompt-lookup draft (its own default).
-    lookup_max_draft: int = 64
-    # Pool-only lookahead: n-grams of this many tokens, this many kept per first token.
-    lookahead_ngram: int = 5
-    lookahead_guesses: int = 7
-    # A proposer that bounds its estimates (the lookahead pool), where no node of its could
-    # pay, offers candidates (and learns from them) once every this many steps.
+    draft_max: int = 16  # the deepest draft-model chain
+    lookup_max_draft: int = 64  # the deepest prompt-lookup draft
+    lookahead_ngram: int = 5  # the pool's n-gram length
+    lookahead_guesses: int = 7  # the pool's n-grams verified per pass at most
+    # Steps between the times a proposer whose bound says it cannot pay (the pool) is
+    # asked anyway, so that it keeps learning.
     probe_every: int = 16
-    # A step drafts only if its plan expects to beat plain decoding by this much. A plan is
-    # the best of many subsets of noisy estimates, so its own estimate errs high, and what
-    # the cost curve leaves out (building, merging and verifying the tree) is paid per
-    # step: on the floor suites, plans predicted to gain 3-10% realised 0.89-1.01x before
-    # that own time (benchmarks/plan_calibration.py, docs/benchmarks.md), a bet that adds
-    # only variance.
+    # A step drafts only if its plan expects to beat plain decoding by this much: a plan is
+    # the best of many subsets of noisy estimates, so its own estimate errs high, and the
+    # time the cost curve leaves out (building, merging and verifying the tree) is paid
+    # per step.
     plan_margin: float = 0.10
-    # The margin for the expected tokens of nodes whose estimates the proposer learnt
-    # itself from every position and carries from call to call (`Candidate.learnt`:
-    # prompt lookup's copy statistics); a plan's margin is the two weighed by its expected
-    # tokens of each kind. Their errors are not a best-of-many-subsets bias, and at 0 auto
-    # drafts them on any plan that beats plain decoding, as lookup does. Measured on the
-    # AMD EPYC host (docs/benchmarks.md) 0 left the edit suites' medians where they were
-    # (it won some one-token drafts at the start of copies and lost others) and took the
-    # math suite from 0.967x to 0.951x: on answers that restate the question with one term
-    # changed, the copy estimates are high right where the copy breaks. So it stays at
-    # plan_margin.
-    learnt_plan_margin: float = 0.10
-    # On top of those, this much times the chance that the plan's every node is rejected
-    # (`rejection_chance`). A plan that will most likely be rejected whole is a bet whose
-    # expected gain is a small share of the pass it costs: on a short answer one or two such
-    # lost bets are the answer's whole speed (rag-483 on the AVX-512 Xeon host: 19 tokens,
-    # two 3-node drafts of fresh prose matches at the answer's start, both rejected,
-    # 0.90x timed). Replayed on that host's curve (docs/benchmarks.md) 0.10 lifted the
-    # lowest of 42 floor prompts from 0.906x to 0.951x, the geometric mean 1.054x to 1.055x
-    # and the edit suites' 3.340x to 3.343x; on the AMD EPYC host's curve (rebuilt from its
-    # table) the lowest floor prompt from 0.960x to 0.980x and the edits from 2.093x to
-    # 2.110x, the floor's geometric mean 1.0086x to 1.0077x.
-    risk_margin: float = 0.10
-    # Plan a step whose candidates include a probe (`Candidate.probe`: prompt lookup's copy
-    # reaching the opening line of a prompt's code block) without the three margins above,
-    # as the proposer alone would. Otherwise the margins decline the small draft of the
-    # fence line's end and the block's first tokens, and the next step bets a long draft on
-    # the block's first line from the opening statistics, which answers that open with new
-    # lines (imports, a decorator) lose whole. Timed on the AVX-512 Xeon host
-    # (docs/benchmarks.md) it took auto from 7.0% to 1.2% behind lookup on `edit_holdout`,
-    # the four such answers from behind lookup to ahead; replayed, the floor moved by under
-    # 0.2% on that host's curve and the AMD EPYC host's.
-    entry_probes: bool = True
-    # How the proposers' estimates are rescaled by what verification (and shadows) found.
-    calibration: CalibrationTuning = field(default_factory=CalibrationTuning)
-    # The knobs of auto's prompt lookup (those of method "lookup").
-    prompt_lookup: LookupTuning = field(default_factory=LookupTuning)
+    calibration: CalibrationTuning = field(default_factory=CalibrationTuning)  # rescaling by what verification found
+    prompt_lookup: LookupTuning = field(default_factory=LookupTuning)  # auto's prompt lookup (method "lookup"'s knobs)
 
     def validate(self) -> None:
         self.calibration.validate()
@@ -111,9 +69,8 @@ class AutoTuning:
         for name in ("draft_max", "lookup_max_draft", "lookahead_guesses", "probe_every"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
-        for name in ("plan_margin", "learnt_plan_margin", "risk_margin"):
-            if not 0.0 <= getattr(self, name) < 1.0:
-                raise ValueError(f"{name} must be in [0, 1), got {getattr(self, name)}")
+        if not 0.0 <= self.plan_margin < 1.0:
+            raise ValueError(f"plan_margin must be in [0, 1), got {self.plan_margin}")
         if self.lookahead_ngram < 3:
             raise ValueError(f"lookahead_ngram must be >= 3, got {self.lookahead_ngram}")
 
@@ -208,42 +165,14 @@ def pass_costs(curve: "_core.CostCurve") -> np.ndarray:
 
 
 def plan_tree(costs: CostModel, tree: MergedTree, path_probs: np.ndarray, depth: int, budget: int,
-              margin: float = 0.0, learnt_margin: float | None = None,
-              risk_margin: float = 0.0) -> "_core.TreePlan | None":
+              margin: float = 0.0) -> "_core.TreePlan | None":
     """The prefix-closed subset of `tree` (with acceptance estimates `path_probs`) with the
     best expected tokens per unit of measured cost at `depth`; None when it does not beat
-    plain decoding by its margin: `margin` for the expected tokens of its nodes with
-    unlearnt estimates and `learnt_margin` (None: `margin`) for those of `tree.learnt`
-    nodes, weighed by each kind's share (`plan_margin`), plus `risk_margin` times the
-    chance that every node of it is rejected (`rejection_chance`)."""
+    plain decoding by `margin`."""
     plan = costs.tree(path_probs, tree.parents, depth, budget)
     if not len(plan.nodes):
         return None
-    nodes = np.asarray(plan.nodes, dtype=np.int64)
-    need = margin
-    if learnt_margin is not None and learnt_margin != margin:
-        need = plan_margin(path_probs[nodes], tree.learnt[nodes], margin, learnt_margin)
-    if risk_margin > 0.0:
-        need += risk_margin * rejection_chance(nodes, tree.parents, path_probs)
-    return plan if plan.expected_speedup >= 1.0 + need else None
-
-
-def rejection_chance(nodes: np.ndarray, parents: np.ndarray, path_probs: np.ndarray) -> float:
-    """P(a draft of the tree nodes `nodes` (prefix-closed) keeps none of them): one minus
-    the estimates of its nodes under the root, exclusive events (siblings sum to at most
-    their parent's estimate, the root's 1)."""
-    first = nodes[parents[nodes] < 0]
-    return max(0.0, 1.0 - float(np.sum(path_probs[first])))
-
-
-def plan_margin(probs: np.ndarray, learnt: np.ndarray, margin: float, learnt_margin: float) -> float:
-    """The margin a plan must beat plain decoding by: `margin` and `learnt_margin` weighed
-    by the expected tokens (`probs`) of its unlearnt and its `learnt` nodes."""
-    total = float(np.sum(probs))
-    if total <= 0.0:
-        return margin
-    share = float(np.sum(probs[learnt])) / total
-    return share * learnt_margin + (1.0 - share) * margin
+    return plan if plan.expected_speedup >= 1.0 + margin else None
 
 
 def speedup_of(plan: "_core.TreePlan | None") -> float:

@@ -17,12 +17,8 @@ Per step:
 
 The estimates are rescaled by `Calibration` (accepted versus predicted nodes per proposer
 and band of estimate) before planning, and a step drafts only if its plan beats plain
-decoding by `AutoTuning.plan_margin` (`learnt_plan_margin` for the share of its
-expected tokens that lookup's learnt copy estimates give), and by `risk_margin` more the
-likelier the plan is to be rejected whole (a step offered a probe, `Candidate.probe`, is
-planned without them: `AutoTuning.entry_probes`); where not even the likeliest
-candidates, taken together whatever their places, could (`policy.may_pay`), the tree is
-not built at all.
+decoding by `AutoTuning.plan_margin`; where not even the likeliest candidates, taken
+together whatever their places, could (`policy.may_pay`), the tree is not built at all.
 Each proposer learns its acceptance from the committed tokens (lookup and n-gram caches by
 shadow drafts, the pool by scoring its tree, the draft model along its chain), so an
 estimate improves whether or not its nodes were verified. The proposers live as long as
@@ -201,15 +197,13 @@ class Auto(Proposer):
         self._count("steps")
         depth = len(tokens)
         curve = self._costs.curve(depth)
-        self.calibration.settle(tokens)
         self._asked = self._offering(curve)
         cands = [c for sub in self._asked for c in sub.candidates(tokens, budget)]
         tree: MergedTree | None = None
         plan: "_core.TreePlan | None" = None
-        probing = self.tuning.entry_probes and any(c.probe for c in cands)  # no margins
-        if self._may_pay(cands, curve, budget, probing):
+        if self._may_pay(cands, curve, budget):
             tree = merge_trees(cands, self._max_leaves)
-            plan = self._plan(tree, depth, budget, probing)
+            plan = self._plan(tree, depth, budget)
         chain: list[int] | None = None
         if self.drafter is not None:
             dp = self.drafter.plan(tokens, budget)
@@ -222,11 +216,10 @@ class Auto(Proposer):
                     self._count_nodes("drafted", [self.drafter.name] * len(own))
                     return own
                 tree = merge_trees(cands + [self.drafter.candidate(own)], self._max_leaves)
-                plan = self._plan(tree, depth, budget, probing)
+                plan = self._plan(tree, depth, budget)
         nodes = np.asarray(plan.nodes if plan is not None else [], dtype=np.int64)
         self._step = _Step(tree, nodes, chain)
         if tree is None or plan is None or not len(nodes):
-            self.calibration.watch(depth, cands)  # evidence where nothing is verified
             return Draft.empty()
         self._count("drafting_steps")
         owners = [tree.sources[k] for k in tree.owner[nodes]]
@@ -248,7 +241,7 @@ class Auto(Proposer):
                 if threshold is None:
                     threshold = self._threshold(curve, self.tuning.plan_margin)
                 skipped = self._skipped.get(k, 0)
-                if min(1.0, best() * self.calibration.tuning.max_ratio) < threshold \
+                if best() < threshold \
                         and skipped + 1 < self.tuning.probe_every:
                     self._skipped[k] = skipped + 1
                     self._count(f"skipped_{sub.name}")
@@ -257,16 +250,12 @@ class Auto(Proposer):
             out.append(sub)
         return out
 
-    def _may_pay(self, cands: list[Candidate], curve: "_core.CostCurve", budget: int, probing: bool = False) -> bool:
+    def _may_pay(self, cands: list[Candidate], curve: "_core.CostCurve", budget: int) -> bool:
         """Could a tree of these candidates pay at all (`policy.may_pay` on their calibrated
-        estimates, priced on `curve`; `probing`: without margins)? If not, the step skips
-        merging and planning."""
+        estimates, priced on `curve`)? If not, the step skips merging and planning."""
         if not cands:
             return False
-        # The least margin any plan of theirs could be held to (`policy.plan_tree`).
-        margin, learnt_margin, _ = self._margins(probing)
-        if any(c.learnt for c in cands):
-            margin = min(margin, learnt_margin)
+        margin = self.tuning.plan_margin
         if max(self.calibration.bound(c) for c in cands) < self._threshold(curve, margin):
             return False  # most steps on free text: no node is likely enough to pay
         return may_pay(self._pass_costs(curve), self.calibration.candidates(cands), budget, margin)
@@ -290,16 +279,10 @@ class Auto(Proposer):
             thresholds[margin] = pay_threshold(cost, len(cost), margin)
         return thresholds[margin]
 
-    def _plan(self, tree: MergedTree, depth: int, budget: int, probing: bool = False) -> "_core.TreePlan | None":
-        """`policy.plan_tree` with this step's margins (`_margins`)."""
+    def _plan(self, tree: MergedTree, depth: int, budget: int) -> "_core.TreePlan | None":
+        """`policy.plan_tree` with this step's margin."""
         assert self._costs is not None
-        return plan_tree(self._costs, tree, self.calibration.apply(tree), depth, budget, *self._margins(probing))
-
-    def _margins(self, probing: bool) -> tuple[float, float, float]:
-        """The plan, learnt-plan and risk margins a step is held to: the tuning's, or none at a
-        probe's step (`probing`, `AutoTuning.entry_probes`)."""
-        t = self.tuning
-        return (0.0, 0.0, 0.0) if probing else (t.plan_margin, t.learnt_plan_margin, t.risk_margin)
+        return plan_tree(self._costs, tree, self.calibration.apply(tree), depth, budget, self.tuning.plan_margin)
 
     def observe(self, outcome: StepOutcome) -> None:
         step = self._step
@@ -330,7 +313,6 @@ class Auto(Proposer):
     def end(self) -> None:
         for sub in self._all():
             sub.end()
-        self.calibration.end()
         self._step = None
 
     def reset(self) -> None:
