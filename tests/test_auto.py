@@ -313,9 +313,9 @@ def test_bad_options_are_clear() -> None:
 
 
 def test_a_spec_sets_auto_tuning_knobs() -> None:
-    auto = make_method("auto:plan_margin=0.03,lookup_max_draft=8,use_draft=false")
+    auto = make_method("auto:plan_margin=0.03,min_seen=3,use_draft=false")
     assert isinstance(auto, pyaccel.Auto)
-    assert (auto.tuning.plan_margin, auto.tuning.lookup_max_draft, auto.use_draft) == (0.03, 8, False)
+    assert (auto.tuning.plan_margin, auto.tuning.prompt_lookup.min_seen, auto.use_draft) == (0.03, 3, False)
     assert auto.tuning.draft_max == AutoTuning().draft_max
 
 

@@ -13,7 +13,6 @@ from pyaccel.methods.auto import Candidate
 from pyaccel.methods.auto.merge import MergedTree, cap_siblings, merge_trees
 from pyaccel.methods.auto.policy import AutoTuning, may_pay, pass_costs, pay_threshold, plan_tree
 from pyaccel.methods.lookup.proposer import LookupTuning
-from pyaccel.methods.lookup.rewrites import FollowerTuning
 from pyaccel.types import SamplingConfig, StepOutcome
 
 from test_auto import CPU, FLAT, LINEAR, Scripted, chain
@@ -159,8 +158,8 @@ def test_a_plan_that_barely_pays_is_not_drafted() -> None:
         pyaccel.Auto(tuning=AutoTuning(plan_margin=1.5))
     with pytest.raises(ValueError, match="edges"):
         Calibration(CalibrationTuning(edges=(0.5, 0.2)))
-    with pytest.raises(ValueError, match="strong_run"):
-        pyaccel.Auto(lookup=False, tuning=AutoTuning(prompt_lookup=LookupTuning(follower=FollowerTuning(strong_run=0))))
+    with pytest.raises(ValueError, match="min_seen"):
+        pyaccel.Auto(lookup=False, tuning=AutoTuning(prompt_lookup=LookupTuning(min_seen=0)))
 
 
 def test_stats_say_which_proposer_each_accepted_token_came_from() -> None:

@@ -12,7 +12,7 @@ from pyaccel.cost_model import CostModel
 from pyaccel.methods.lookup import PromptLookup
 from pyaccel.methods.lookup.named import NamedWords, block_openings
 from pyaccel.methods.lookup.proposer import LookupTuning
-from pyaccel.methods.lookup.rewrites import FRESH, IN_LINE, OPENING, CopyFollower, FollowerTuning
+from pyaccel.methods.lookup.rewrites import FRESH, IN_LINE, OPENING, STRONG_RUN, CopyFollower
 from pyaccel.types import SamplingConfig
 
 PROMPT = (b"Rename the method `enterabs` to `enter_absolute` and update every call. Return the "
@@ -156,9 +156,9 @@ def test_a_copy_beginning_with_a_block_is_an_opening_until_it_grows_strong() -> 
         followed = f.draft(stream, 4)
         assert followed is not None and followed.tokens == src[:4] and followed.relation == want
     # The output copies on: strong_run tokens after the opening, the copy is in-line.
-    grown = stream + src[:FollowerTuning().strong_run]
+    grown = stream + src[:STRONG_RUN]
     f.follow(grown)
-    end = 2 + FollowerTuning().strong_run
+    end = 2 + STRONG_RUN
     assert f.relation(end) == IN_LINE
     assert f.draft(grown, 4).relation == IN_LINE
 

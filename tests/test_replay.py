@@ -141,7 +141,7 @@ def test_a_curve_file_is_filled_as_a_learnt_curve_is(tmp_path: Path) -> None:
 def test_auto_replays_without_a_draft_model_or_heads_and_takes_its_own_knobs() -> None:
     auto = method_proposer("auto", [], ["plan_margin=0.05", "min_seen=3"])
     assert isinstance(auto, pyaccel.Auto) and not auto.use_draft and auto._medusa_arg is False
-    assert auto.tuning.plan_margin == 0.05 and auto.tuning.prompt_lookup.follower.min_seen == 3
+    assert auto.tuning.plan_margin == 0.05 and auto.tuning.prompt_lookup.min_seen == 3
     assert isinstance(method_proposer("lookup", ["max_draft=8"], []), pyaccel.PromptLookup)
     with pytest.raises(ValueError, match="unknown auto tuning bogus"):
         method_proposer("auto", [], ["bogus=1"])

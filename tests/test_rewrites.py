@@ -5,11 +5,11 @@ from __future__ import annotations
 import random
 
 from pyaccel.cost_model import CostModel
-from pyaccel.methods.lookup import FollowerTuning, PromptLookup
-from pyaccel.methods.lookup.rewrites import AWAY, FRESH, IN_LINE, CopyFollower
+from pyaccel.methods.lookup import PromptLookup
+from pyaccel.methods.lookup.rewrites import AWAY, FRESH, IN_LINE, MAX_SPAN, CopyFollower
 from pyaccel.types import Draft, SamplingConfig
 
-GONE = 2 * FollowerTuning().max_span + 10  # output tokens past any edit
+GONE = 2 * MAX_SPAN + 10  # output tokens past any edit
 
 OLD, NEW = 9, (90, 91)  # the identifier and its two-token replacement
 
@@ -226,7 +226,7 @@ def test_a_similar_line_ahead_is_not_the_copy_while_it_may_resume_through_an_edi
     assert f._broke is not None and f._broke.source == src.index(OLD)
     assert f.relation(similar_end) == AWAY
     assert f.relation(src.index(OLD) + 1) == IN_LINE  # the source just past the renamed token
-    stream += list(range(300, 300 + 2 * FollowerTuning().max_span))  # longer than any edit
+    stream += list(range(300, 300 + 2 * MAX_SPAN))  # longer than any edit
     f.follow(stream)
     assert f._broke is None and f._anchor is None and f.relation(similar_end) == FRESH
 

@@ -15,7 +15,7 @@ from pyaccel.methods.auto.proposer import Auto, AutoTuning
 from pyaccel.methods.lookahead import Lookahead
 from pyaccel.methods.lookahead.sizing import LookaheadTuning
 from pyaccel.methods.lookup import LookupTuning, PromptLookup
-from pyaccel.methods.lookup.rewrites import FollowerTuning
+from pyaccel.methods.auto.calibration import CalibrationTuning
 from pyaccel.methods.medusa import Medusa
 from pyaccel.methods.medusa.proposer import MedusaTuning
 from pyaccel.methods.tuning import field_names, replace_fields, scalar_fields, with_tuning_options
@@ -24,17 +24,17 @@ METHODS = [(PromptLookup, LookupTuning), (Lookahead, LookaheadTuning), (Medusa, 
 
 
 def test_replace_fields_reaches_nested_tuning() -> None:
-    tuned = replace_fields(LookupTuning(), "lookup tuning", stats_decay=0.9, min_seen=5)
-    assert tuned.stats_decay == 0.9
-    assert tuned.follower == FollowerTuning(min_seen=5)
-    assert tuned.context_cap == LookupTuning().context_cap
+    tuned = replace_fields(AutoTuning(), "auto tuning", plan_margin=0.2, stats_decay=0.9, decay=0.9)
+    assert tuned.plan_margin == 0.2 and tuned.prompt_lookup.stats_decay == 0.9
+    assert tuned.calibration == CalibrationTuning(decay=0.9)
+    assert tuned.prompt_lookup.min_seen == LookupTuning().min_seen
     assert LookupTuning().stats_decay == 0.98  # the original is untouched
 
 
 def test_field_names_cover_nested_fields() -> None:
-    names = field_names(LookupTuning)
+    names = field_names(AutoTuning)
     assert {f.name for f in fields(LookupTuning)} <= names
-    assert {f.name for f in fields(FollowerTuning)} <= names
+    assert {f.name for f in fields(CalibrationTuning)} <= names
 
 
 def test_unknown_knob_names_the_choices() -> None:
@@ -43,21 +43,21 @@ def test_unknown_knob_names_the_choices() -> None:
 
 
 def test_nested_knobs_apply_on_top_of_a_nested_tuning_given_whole() -> None:
-    tuned = replace_fields(LookupTuning(), "lookup tuning", follower=FollowerTuning(max_span=8), min_seen=5)
-    assert tuned.follower == FollowerTuning(max_span=8, min_seen=5)
+    tuned = replace_fields(AutoTuning(), "auto tuning", prompt_lookup=LookupTuning(stats_decay=0.9), min_seen=5)
+    assert tuned.prompt_lookup == LookupTuning(stats_decay=0.9, min_seen=5)
 
 
 def test_options_fold_into_a_given_tuning() -> None:
-    base = LookupTuning(context_cap=32)
-    opts = with_tuning_options({"tuning": base, "max_draft": 8, "resync": 2}, PromptLookup, LookupTuning, "lookup")
+    base = LookupTuning(stats_decay=0.9)
+    opts = with_tuning_options({"tuning": base, "max_draft": 8, "min_seen": 3}, PromptLookup, LookupTuning, "lookup")
     assert opts["max_draft"] == 8
-    assert (opts["tuning"].context_cap, opts["tuning"].follower.resync) == (32, 2)
+    assert (opts["tuning"].stats_decay, opts["tuning"].min_seen) == (0.9, 3)
     assert with_tuning_options({"max_draft": 8}, PromptLookup, LookupTuning, "lookup") == {"max_draft": 8}
 
 
 def test_only_scalar_knobs_are_spec_options() -> None:
     knobs = scalar_fields(LookupTuning)
-    assert {"stats_decay", "context_cap", "keep_copy_stats", "min_seen"} <= set(knobs)
+    assert {"stats_decay", "stats_prior_weight", "keep_copy_stats", "min_seen"} <= set(knobs)
     assert not {"prior_fresh", "follower"} & set(knobs)  # a tuple, a dataclass
     assert "tau" not in scalar_fields(LookaheadTuning)  # a table
 
@@ -69,13 +69,13 @@ def test_no_knob_shadows_a_constructor_argument(method: type, tuning: type) -> N
 
 
 @pytest.mark.parametrize("spec, attr, value", [
-    ("lookup:stats_decay=0.95,min_seen=3", ("stats_decay", "follower.min_seen"), (0.95, 3)),
+    ("lookup:stats_decay=0.95,min_seen=3", ("stats_decay", "min_seen"), (0.95, 3)),
     ("lookahead:margin=0.1,replan_every=64", ("margin", "replan_every"), (0.1, 64)),
     ("medusa:recheck_every=16", ("recheck_every",), (16,)),
     ("auto:plan_margin=0.05", ("plan_margin",), (0.05,)),
     ("draft:probe_every=8,min_prob=0.5", ("probe_every", "min_prob"), (8, 0.5)),
-    ("auto:keep_copy_stats=false,strong_run=8", ("prompt_lookup.keep_copy_stats", "prompt_lookup.follower.strong_run"),
-     (False, 8)),
+    ("auto:keep_copy_stats=false,min_seen=3", ("prompt_lookup.keep_copy_stats", "prompt_lookup.min_seen"),
+     (False, 3)),
 ])
 def test_a_spec_sets_each_methods_knobs(spec: str, attr: tuple[str, ...], value: tuple[object, ...]) -> None:
     method = make_method(spec)
@@ -97,7 +97,7 @@ def test_an_unknown_spec_option_lists_arguments_and_knobs(spec: str) -> None:
 
 
 @pytest.mark.parametrize("spec, message", [
-    ("lookup:context_cap=1.5", "context_cap must be an integer"),
+    ("lookup:min_seen=1.5", "min_seen must be an integer"),
     ("lookup:keep_copy_stats=1", "keep_copy_stats must be true or false"),
     ("auto:plan_margin=true", "plan_margin must be a number"),
 ])
@@ -132,7 +132,7 @@ def test_right_types_and_none_pass_the_argument_check() -> None:
 
 
 @pytest.mark.parametrize("spec, name", [
-    ("lookup:stats_decay=1.5", "stats_decay"), ("lookup:context_cap=0", "context_cap"),
+    ("lookup:stats_decay=1.5", "stats_decay"), ("lookup:stats_prior_weight=0", "stats_prior_weight"),
     ("lookup:min_seen=0", "min_seen"), ("lookahead:replan_every=0", "replan_every"),
     ("lookahead:margin=-0.1", "margin"), ("medusa:recheck_every=0", "recheck_every"),
 ])

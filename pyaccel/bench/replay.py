@@ -9,10 +9,11 @@ instead of a benchmark hour.
 
     python -m pyaccel.bench.replay bench-results/edit7.json [--option key=value ...] [--tuning key=value ...]
 
---option sets a PromptLookup argument (max_draft=32); --tuning a `LookupTuning` or
-`FollowerTuning` field (stats_decay=0.99, min_seen=3). The model (-m) is the one the bench
-ran unless given; the prompts are read again from the bench's suites and given to it as
-the bench gave them.
+--option sets a PromptLookup argument (max_draft=32); --tuning a `LookupTuning` field
+(stats_decay=0.99, min_seen=3). --method auto replays auto instead (--tuning: `AutoTuning`
+fields); --curve FILE prices and plans on a given relative cost curve. The model (-m) is
+the one the bench ran unless given; the prompts are read again from the bench's suites and
+given to it as the bench gave them.
 """
 
 from __future__ import annotations
@@ -291,7 +292,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("-m", "--model", default=None,
                     help="registry name or .gguf path (default: the model the bench ran, its setup.model)")
     ap.add_argument("--option", action="append", default=[], help="PromptLookup argument key=value")
-    ap.add_argument("--tuning", action="append", default=[], help="LookupTuning / FollowerTuning field key=value")
+    ap.add_argument("--tuning", action="append", default=[], help="LookupTuning (or with --method auto, AutoTuning) field key=value")
     ap.add_argument("--method", choices=("lookup", "auto"), default=None,
                     help="the method replayed (default lookup); with it, --tuning names AutoTuning fields for auto, "
                          "and the output is each prompt's speedup and their geometric mean")

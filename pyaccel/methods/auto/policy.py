@@ -47,7 +47,6 @@ class AutoTuning:
     draft_alpha: float = 0.8
     draft_margin: float = 0.05
     draft_max: int = 16  # the deepest draft-model chain
-    lookup_max_draft: int = 64  # the deepest prompt-lookup draft
     lookahead_ngram: int = 5  # the pool's n-gram length
     lookahead_guesses: int = 7  # the pool's n-grams verified per pass at most
     # Steps between the times a proposer whose bound says it cannot pay (the pool) is
@@ -66,7 +65,7 @@ class AutoTuning:
         self.prompt_lookup.validate()  # also where auto runs without prompt lookup
         if not 0.0 < self.draft_alpha < 1.0:
             raise ValueError(f"draft_alpha must be in (0, 1), got {self.draft_alpha}")
-        for name in ("draft_max", "lookup_max_draft", "lookahead_guesses", "probe_every"):
+        for name in ("draft_max", "lookahead_guesses", "probe_every"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
         if not 0.0 <= self.plan_margin < 1.0:

@@ -99,7 +99,7 @@ class Auto(Proposer):
         self.use_draft = use_draft
         self.subs: list[CandidateProposer] = []
         if lookup:
-            self.subs.append(PromptLookup(max_draft=self.tuning.lookup_max_draft, tuning=self.tuning.prompt_lookup,
+            self.subs.append(PromptLookup(tuning=self.tuning.prompt_lookup,
                                           costs=costs))
         if ngram_static is not None or ngram_dynamic is not None:
             self.subs.append(NgramCacheDrafter(static_path=ngram_static, dynamic_path=ngram_dynamic, costs=costs))

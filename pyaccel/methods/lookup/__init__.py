@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from .proposer import PromptLookup
-from .rewrites import CopyFollower, FollowerTuning
+from .rewrites import CopyFollower
 from .tuning import LookupTuning
 
-__all__ = ["CopyFollower", "FollowerTuning", "LookupTuning", "PromptLookup"]
+__all__ = ["CopyFollower", "LookupTuning", "PromptLookup"]

@@ -35,7 +35,7 @@ from ..candidate import Candidate
 from ..shadow import ShadowScorer
 from .named import NamedWords, block_openings
 from .rewrites import FRESH, IN_LINE, AWAY, OPENING, CopyFollower
-from .tuning import N_BUCKETS, LookupTuning, agreement_buckets
+from .tuning import CONTEXT_CAP, N_BUCKETS, LookupTuning, agreement_buckets
 
 if TYPE_CHECKING:
     from ...model import Model
@@ -67,8 +67,8 @@ def copy_stats(t: LookupTuning) -> list[CopyStats]:
     """One `CopyStats` per relation (index FRESH, IN_LINE, AWAY, OPENING): fresh matches are
     relearnt for each prompt, copies of the followed text kept where `keep_copy_stats`."""
     priors = {FRESH: t.prior_fresh, IN_LINE: t.prior_in_line, AWAY: t.prior_away, OPENING: t.prior_opening}
-    return [CopyStats(priors[r], t.stats_decay if r == FRESH else t.copy_stats_decay, t.stats_prior_weight,
-                      r != FRESH and t.keep_copy_stats) for r in sorted(priors)]
+    return [CopyStats(priors[r], t.stats_decay, t.stats_prior_weight, r != FRESH and t.keep_copy_stats)
+            for r in sorted(priors)]
 
 
 class _BucketObserver:
@@ -153,7 +153,7 @@ class PromptLookup(Proposer):
         pieces = [self._piece(t) for t in prompt] if self._piece is not None else None
         named = NamedWords(pieces) if pieces is not None and self.tuning.quoted_edits else None
         self._named = named if named is not None and named.quoted else None
-        self._follower = CopyFollower(self.tuning.follower, self._named_edit if self._named is not None else None)
+        self._follower = CopyFollower(self.tuning.min_seen, self._named_edit if self._named is not None else None)
         if self.tuning.block_openings and pieces is not None:
             self._follower.openings = block_openings(pieces)
 
@@ -198,7 +198,7 @@ class PromptLookup(Proposer):
         if depth < 1:
             return [], depth
         branches = 1 if self.fixed_length is not None else min(self.max_candidates, self._n_seq_max)
-        tree = self._index.lookup(self.n_min, self.n_max, self.max_draft, branches, self.tuning.context_cap)
+        tree = self._index.lookup(self.n_min, self.n_max, self.max_draft, branches, CONTEXT_CAP)
         cands = self._candidates(tokens, tree)
         for c in cands:
             self._shadows.add(len(tokens), c.chain, _BucketObserver(self._stats[c.relation], c.buckets))

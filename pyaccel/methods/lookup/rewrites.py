@@ -7,16 +7,16 @@ agreement starts again from one token, so drafts stay short for several steps.
 `CopyFollower` keeps the copy's alignment instead:
 
 - an anchor: a source position aligned with the end of the output, found by an n-gram
-  match that agreed over >= `resync` tokens and then followed token by token;
+  match that agreed over >= RESYNC tokens and then followed token by token;
 - where the output leaves the source, a search for where it comes back: the nearest
-  point (<= max_span tokens skipped on either side) after which `resync` tokens agree
+  point (<= MAX_SPAN tokens skipped on either side) after which RESYNC tokens agree
   is an edit, and the skipped source span A and output span B are learnt as A -> B. A
   copy that does not come back within an edit's span is let go (a new n-gram match
   anchors the next one);
 - drafts that continue the source with every confirmed edit applied, with the agreement
   counted through them; while an edit is under way, drafts from the break where the
   output's last tokens equal the source's there (a copy about to resume);
-- `relation`: whether a match continues a copy the output has taken >= strong_run tokens
+- `relation`: whether a match continues a copy the output has taken >= STRONG_RUN tokens
   from (through edits), lies elsewhere, continues a younger copy that began where a code
   block of the prompt begins, or none of these. Prompt lookup keeps acceptance apart for
   each.
@@ -31,28 +31,16 @@ that line at once (a typed signature), and neither is a chance repeat.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass
 from typing import Callable, Sequence
 
 
-@dataclass(frozen=True)
-class FollowerTuning:
-    """The knobs of `CopyFollower` (tokens unless said)."""
-
-    max_span: int = 4  # longest source or output span of a learnt edit
-    resync: int = 3  # agreeing tokens that re-establish the alignment after an edit
-    max_rewrites: int = 64  # learnt edits kept at most
-    # An edit drafts only once it has been seen this often: a chance re-alignment looks
-    # like an edit once, a rename recurs.
-    min_seen: int = 2
-    # A copy the output has taken this many tokens from (through edits) is a real one (an
-    # edit's source), not a chance repeat: matches that resume it are tracked apart.
-    strong_run: int = 16
-
-    def validate(self) -> None:
-        for f in fields(self):
-            if getattr(self, f.name) < 1:
-                raise ValueError(f"lookup {f.name} must be >= 1, got {getattr(self, f.name)}")
+MAX_SPAN = 4  # longest source or output span of a learnt edit (tokens)
+RESYNC = 3  # agreeing tokens that re-establish the alignment after an edit
+MAX_REWRITES = 64  # learnt edits kept at most
+# A copy the output has taken this many tokens from (through edits) is a real one (an
+# edit's source), not a chance repeat: matches that resume it are tracked apart.
+STRONG_RUN = 16
 
 
 FRESH, IN_LINE, AWAY, OPENING = 0, 1, 2, 3  # see `CopyFollower.relation`
@@ -94,15 +82,17 @@ def _resumes_at(stream: Sequence[int], i: int, m: int) -> bool:
 class CopyFollower:
     """Anchor + learnt rewrites over one token stream (prompt + output so far)."""
 
-    def __init__(self, tuning: FollowerTuning = FollowerTuning(),
-                 named_edit: Callable[[tuple[int, ...], tuple[int, ...]], bool] | None = None,
-                 **overrides: int) -> None:
-        """named_edit(source span, output span): is this edit one the caller expects (it is
-        then trusted at once, as if seen min_seen times)?"""
-        self.tuning = replace(tuning, **overrides) if overrides else tuning
+    def __init__(self, min_seen: int = 2,
+                 named_edit: Callable[[tuple[int, ...], tuple[int, ...]], bool] | None = None) -> None:
+        """min_seen: an edit drafts only once it has been seen this often (a chance
+        re-alignment looks like an edit once, a rename recurs). named_edit(source span,
+        output span): is this edit one the caller expects (it is then trusted at once, as if
+        seen min_seen times)?"""
+        if min_seen < 1:
+            raise ValueError(f"lookup min_seen must be >= 1, got {min_seen}")
+        self.min_seen = min_seen
         self.named_edit = named_edit
         self.openings: frozenset[int] = frozenset()  # stream indices ending a code block's opening line
-        self.max_span, self.resync = self.tuning.max_span, self.tuning.resync
         self.rewrites: dict[tuple[int, ...], tuple[int, ...]] = {}
         self.seen: dict[tuple[int, ...], int] = {}
         self._anchor: _Anchor | None = None
@@ -115,14 +105,14 @@ class CopyFollower:
         """An edit known before the output makes it here (a quoted rename, respelled where a
         name shares its tokens with the text around it): drafted at once, dropped as any
         learnt edit is when the output does otherwise. An edit already learnt stays."""
-        if not src or src in self.rewrites or len(self.rewrites) >= self.tuning.max_rewrites:
+        if not src or src in self.rewrites or len(self.rewrites) >= MAX_REWRITES:
             return
         self.rewrites[src] = out
         self._firsts.add(src[0])
-        self.seen[src] = self.tuning.min_seen
+        self.seen[src] = self.min_seen
 
     def _strong(self, copied: int) -> bool:
-        return copied >= self.tuning.strong_run
+        return copied >= STRONG_RUN
 
     def _rewrite_at(self, stream: Sequence[int], i: int) -> tuple[tuple[int, ...], tuple[int, ...]] | None:
         """The learnt edit whose source span starts at stream[i], if any (the longest)."""
@@ -171,14 +161,14 @@ class CopyFollower:
             self._anchor, self._pending = _Anchor(i - 1, n - 1, run, copied, a.opened), pending
 
     def _resync(self, stream: Sequence[int]) -> None:
-        """After a break: find where the copy resumes within max_span tokens on both sides
+        """After a break: find where the copy resumes within MAX_SPAN tokens on both sides
         (an edit: it is learnt and the agreement carries on through it) and re-anchor
         there; once an edit could have shown itself and has not, let the copy go."""
         b = self._broke
         assert b is not None
-        n, r = len(stream), self.resync
-        for gap in range(1, 2 * self.max_span + 1):
-            for g_src in range(max(0, gap - self.max_span), min(gap, self.max_span) + 1):
+        n, r = len(stream), RESYNC
+        for gap in range(1, 2 * MAX_SPAN + 1):
+            for g_src in range(max(0, gap - MAX_SPAN), min(gap, MAX_SPAN) + 1):
                 i, j = b.source + g_src, b.out + gap - g_src
                 if j + r > n or i + r > j or stream[i] != stream[j]:
                     continue
@@ -186,15 +176,15 @@ class CopyFollower:
                     continue
                 src = tuple(int(t) for t in stream[b.source:i])
                 out = tuple(int(t) for t in stream[b.out:j])
-                if src and (len(self.rewrites) < self.tuning.max_rewrites or src in self.rewrites):
+                if src and (len(self.rewrites) < MAX_REWRITES or src in self.rewrites):
                     same = self.rewrites.get(src) == out
                     self.rewrites[src] = out
                     self._firsts.add(src[0])
                     self.seen[src] = self.seen.get(src, 0) + 1 if same else 1
                     if not same and self.named_edit is not None and self.named_edit(src, out):
-                        self.seen[src] = max(self.seen[src], self.tuning.min_seen)
+                        self.seen[src] = max(self.seen[src], self.min_seen)
                 # Through a confirmed edit the copy goes on; a first-seen one may be chance.
-                carried = b.agreement if src and self.seen.get(src, 0) >= self.tuning.min_seen else 0
+                carried = b.agreement if src and self.seen.get(src, 0) >= self.min_seen else 0
                 self._resume(i + r - 1, j + r - 1, carried + r, b.copied + r)
                 return
         if not self._in_edit(n, b):  # the tokens that would show an edit have come: none did
@@ -223,7 +213,7 @@ class CopyFollower:
         not seen the tokens it needs) is still the followed one, so a caller stepping one
         token at a time does not lose to a chance repeat of the edit's first new tokens
         the copy that a caller stepping over the edit keeps."""
-        if agreement < self.resync or self._broke is not None:
+        if agreement < RESYNC or self._broke is not None:
             return
         if self._anchor is None or agreement > self._anchor.agreement:
             self._broke = None
@@ -241,7 +231,7 @@ class CopyFollower:
     def _in_edit(self, length: int, b: "_Break") -> bool:
         """Has the copy broken at `b` so recently that it may yet resume through an edit
         (`_resync` has not seen the tokens it needs), in a stream of `length` tokens?"""
-        return length - b.out < self.max_span + self.resync
+        return length - b.out < MAX_SPAN + RESYNC
 
     def relation(self, source_end: int) -> int:
         """How a match ending at `source_end` stands to the followed copy (as of the last
@@ -255,7 +245,7 @@ class CopyFollower:
         if a is not None and self._strong(a.copied):
             return IN_LINE if source_end == a.source else AWAY
         if b is not None and self._strong(b.copied):
-            reach = self.max_span + self._length - b.out
+            reach = MAX_SPAN + self._length - b.out
             return IN_LINE if b.source - 1 <= source_end < b.source + reach else AWAY
         if a is not None and a.opened and source_end == a.source:
             return OPENING
@@ -276,19 +266,19 @@ class CopyFollower:
         b = self._broke
         if b is None or not self._strong(b.copied):
             return None
-        for m in range(self.resync - 1, 0, -1):
+        for m in range(RESYNC - 1, 0, -1):
             if _resumes_at(stream, b.source, m):
                 return self._continue(stream, b.source + m, [], m, IN_LINE, limit)
         return None
 
     def _continue(self, stream: Sequence[int], i: int, out: list[int], agreement: int, relation: int,
                   limit: int) -> Followed | None:
-        if not any(n >= self.tuning.min_seen for n in self.seen.values()):  # no edit to apply: a plain copy
+        if not any(n >= self.min_seen for n in self.seen.values()):  # no edit to apply: a plain copy
             out += [int(t) for t in stream[i:i + max(0, limit - len(out))]]
             i = len(stream)
         while len(out) < limit and i < len(stream):
             hit = self._rewrite_at(stream, i)
-            if hit is not None and self.seen.get(hit[0], 0) >= self.tuning.min_seen:
+            if hit is not None and self.seen.get(hit[0], 0) >= self.min_seen:
                 out += hit[1]  # a deletion drafts nothing
                 i += len(hit[0])
             else:

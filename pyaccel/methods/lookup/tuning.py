@@ -3,12 +3,11 @@ acceptance statistics are kept in."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
 from ... import _core
-from .rewrites import FollowerTuning
 
 
 def agreement_bucket(k: int) -> int:
@@ -23,17 +22,17 @@ def agreement_buckets(ks: np.ndarray) -> np.ndarray:
 
 
 N_BUCKETS = 2 * 7 + 1  # up to k = 128 = the context cap + the deepest draft
+CONTEXT_CAP = 64  # context agreement is counted this far back: beyond it a copy is a copy
 
 
 @dataclass(frozen=True)
 class LookupTuning:
     """The knobs of prompt lookup."""
 
-    # Decay per outcome of the fresh-match statistics: a long confirmed copy must be able to
+    # Decay per outcome of the acceptance statistics: a long confirmed copy must be able to
     # reach an estimate near 1 (a decay of d caps it near d), which long drafts need.
     stats_decay: float = 0.98
     stats_prior_weight: float = 4.0  # the priors' weight, in outcomes
-    context_cap: int = 64  # context agreement is counted this far back: beyond it a copy is a copy
     # Prior P(accepted) per agreement bucket of a fresh match (bucket 1 is never used).
     prior_fresh: tuple[float, ...] = (0.2, 0.2, 0.45, 0.6, 0.7, 0.75, 0.8, 0.85, 0.9, 0.9, 0.95, 0.95, 0.97,
                                       0.97, 0.97)
@@ -45,7 +44,6 @@ class LookupTuning:
     # Keep the copy statistics (in line, away, opening) from call to call: a user's edits
     # resemble each other. Fresh matches are relearnt for each prompt.
     keep_copy_stats: bool = True
-    copy_stats_decay: float = 0.99  # decay per outcome of the kept statistics
     # Trust an edit that turns one name the instruction quotes into another from its first
     # sight (`pyaccel.methods.lookup.named`).
     quoted_edits: bool = True
@@ -54,17 +52,16 @@ class LookupTuning:
     # the block from its first line.
     block_openings: bool = True
     prior_opening: tuple[float, ...] = prior_fresh
-    follower: FollowerTuning = field(default_factory=FollowerTuning)
+    # A learnt edit drafts once it has been seen this often (`CopyFollower`).
+    min_seen: int = 2
 
     def validate(self) -> None:
-        for name in ("stats_decay", "copy_stats_decay"):
-            if not 0.0 < getattr(self, name) <= 1.0:
-                raise ValueError(f"lookup {name} must be in (0, 1], got {getattr(self, name)}")
-        if self.stats_prior_weight <= 0 or self.context_cap < 1:
-            raise ValueError(f"lookup stats_prior_weight must be > 0 and context_cap >= 1, got "
-                             f"{self.stats_prior_weight}, {self.context_cap}")
+        if not 0.0 < self.stats_decay <= 1.0:
+            raise ValueError(f"lookup stats_decay must be in (0, 1], got {self.stats_decay}")
+        if self.stats_prior_weight <= 0 or self.min_seen < 1:
+            raise ValueError(f"lookup stats_prior_weight must be > 0 and min_seen >= 1, got "
+                             f"{self.stats_prior_weight}, {self.min_seen}")
         for name in ("prior_fresh", "prior_in_line", "prior_away", "prior_opening"):
             prior = getattr(self, name)
             if len(prior) != N_BUCKETS or not all(0.0 <= a <= 1.0 for a in prior):
                 raise ValueError(f"lookup {name} must hold {N_BUCKETS} probabilities, got {prior}")
-        self.follower.validate()
