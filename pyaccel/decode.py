@@ -36,7 +36,7 @@ from .backend import LlamaBackend
 from .errors import ContextOverflowError, ModelOutputError, PrefillCancelled, ProposerFailedWarning, PyaccelError
 from .kvcache import TargetCache
 from .stops import StopMatcher
-from .types import CANCELLED, Draft, Result, SamplingConfig, Stats, StepOutcome, StepTrace
+from .types import CANCELLED, AuxTokens, Draft, Result, SamplingConfig, Stats, StepOutcome, StepTrace
 from .vocab import Detokenizer
 
 if TYPE_CHECKING:
@@ -129,10 +129,9 @@ def check_draft(draft: Draft, budget: int, n_vocab: int, name: str, room: int | 
     tokens together (the batch and the context after the root)."""
     if not isinstance(draft, Draft):
         raise TypeError(f"proposer {name!r} returned {type(draft).__name__}, not a pyaccel.Draft")
-    for what, arr in (("tokens", draft.tokens), ("parents", draft.parents)):
-        if not isinstance(arr, np.ndarray) or arr.dtype.kind not in "iu" or arr.ndim != 1:
-            raise TypeError(f"proposer {name!r}: draft {what} must be a 1-D int array (np.int32), got "
-                            f"{getattr(arr, 'dtype', type(arr).__name__)}")
+    _check_int_arrays(name, ("tokens", draft.tokens), ("parents", draft.parents))
+    if draft.aux is not None:
+        _check_aux(draft.aux, name)
     if len(draft) > budget:
         raise ValueError(f"proposer {name!r} drafted {len(draft)} nodes, over its budget {budget}")
     n_aux = len(draft.aux) if draft.aux is not None else 0
@@ -145,6 +144,9 @@ def check_draft(draft: Draft, budget: int, n_vocab: int, name: str, room: int | 
     if draft.q is not None and (not isinstance(draft.q, np.ndarray) or draft.q.shape != (len(draft) + 1, n_vocab)):
         raise ValueError(f"proposer {name!r}: q must be a float32 array of shape ({len(draft) + 1}, {n_vocab}) "
                          f"(one draft distribution per node and one at the root), got {getattr(draft.q, 'shape', None)}")
+    if draft.layout is not None and not isinstance(draft.layout, _core.TreeLayout):
+        raise TypeError(f"proposer {name!r}: the precomputed layout must be a _core.tree_layout(parents), got "
+                        f"{type(draft.layout).__name__}")
     if draft.layout is not None and draft.layout.n_nodes != len(draft):
         raise ValueError(f"proposer {name!r}: the precomputed layout has {draft.layout.n_nodes} nodes, "
                          f"the draft {len(draft)}")
@@ -152,15 +154,50 @@ def check_draft(draft: Draft, budget: int, n_vocab: int, name: str, room: int | 
     if toks.size and (int(toks.min()) < 0 or int(toks.max()) >= n_vocab):
         raise ValueError(f"proposer {name!r} drafted token ids outside the vocabulary 0..{n_vocab - 1} (an n-gram "
                          "cache built with another model's tokenizer does this: rebuild it with this model)")
-    aux = draft.aux
-    if aux is not None and (len(aux.offsets) != len(aux) or len(aux.seqs) != len(aux)
-                            or aux.outputs is not None and aux.outputs.shape != (len(aux),)):
+
+
+def _check_int_arrays(name: str, *arrays: tuple[str, object]) -> None:
+    for what, arr in arrays:
+        if not isinstance(arr, np.ndarray) or arr.dtype.kind not in "iu" or arr.ndim != 1:
+            shape = f" of shape {arr.shape}" if isinstance(arr, np.ndarray) else ""
+            raise TypeError(f"proposer {name!r}: draft {what} must be a 1-D int array (np.int32), got "
+                            f"{getattr(arr, 'dtype', type(arr).__name__)}{shape}")
+
+
+def _is_id(s: object) -> bool:
+    return isinstance(s, (int, np.integer)) and not isinstance(s, bool)
+
+
+def _check_aux(aux: object, name: str) -> None:
+    """Auxiliary tokens the pass can lay out. llama.cpp refuses a batch (llama_decode
+    returns -1) in which a sequence's positions have a gap: every auxiliary sequence's
+    offsets must run 1, 2, ... up to its deepest."""
+    if not isinstance(aux, AuxTokens):
+        raise TypeError(f"proposer {name!r}: draft aux must be a pyaccel.AuxTokens (AuxTokens.make builds one), "
+                        f"got {type(aux).__name__}")
+    _check_int_arrays(name, ("aux tokens", aux.tokens), ("aux offsets", aux.offsets))
+    if not isinstance(aux.seqs, (tuple, list)) or not all(isinstance(ids, (tuple, list)) and all(map(_is_id, ids))
+                                                          for ids in aux.seqs):
+        raise TypeError(f"proposer {name!r}: auxiliary seqs must hold one sequence of int ids per token "
+                        "(AuxTokens.make builds them)")
+    if aux.outputs is not None and (not isinstance(aux.outputs, np.ndarray) or aux.outputs.dtype != np.bool_):
+        raise TypeError(f"proposer {name!r}: auxiliary outputs must be a bool array (a flag per token) or None")
+    if len(aux.offsets) != len(aux) or len(aux.seqs) != len(aux) or aux.outputs is not None and \
+            aux.outputs.shape != (len(aux),):
         raise ValueError(f"proposer {name!r}: auxiliary tokens need one offset, one seq list and (if outputs "
                          "is given) one output flag each")
-    if aux is not None and len(aux) and (int(aux.offsets.min()) < 1 or min(min(s, default=0) for s in aux.seqs) < 0
-                                         or not all(aux.seqs)):
+    if len(aux) and (int(aux.offsets.min()) < 1 or min(min(s, default=0) for s in aux.seqs) < 0 or not all(aux.seqs)):
         raise ValueError(f"proposer {name!r}: auxiliary offsets must be >= 1 and every auxiliary token "
                          "needs at least one sequence id >= 0")
+    depths: dict[int, set[int]] = {}
+    for offset, ids in zip(aux.offsets.tolist(), aux.seqs):
+        for s in ids:
+            depths.setdefault(int(s), set()).add(offset)
+    for s, seen in sorted(depths.items()):
+        if len(seen) != max(seen):
+            raise ValueError(f"proposer {name!r}: auxiliary sequence {s} has tokens at offsets {sorted(seen)[:8]}, "
+                             "with a gap: llama.cpp needs each sequence's positions unbroken (offsets 1, 2, ... up "
+                             "to its deepest)")
 
 
 def _evaluate(backend: LlamaBackend, root: int, draft: Draft, n_past: int) -> _Pass:

@@ -9,6 +9,8 @@ import warnings
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+import numpy as np
+
 from . import chat_format, defaults, registry, vocab
 from .backend import ContextConfig, LlamaBackend
 from .cost_model import CostModel
@@ -16,6 +18,39 @@ from .kvcache import TargetCache
 from .turns import TurnLock
 
 Message = Mapping[str, Any]
+
+# llama.cpp's context and model parameters are C ints: ctypes keeps only the low bits of a
+# larger Python int (n_ctx = 2**32 + 16 became 16, and llama.cpp aborted the process).
+C_INT_MAX = 2**31 - 1
+# ggml's thread pool holds at most this many threads (GGML_MAX_N_THREADS); far more threads
+# than that abort the process (std::bad_alloc).
+MAX_THREADS = 512
+
+
+def _check_int(name: str, value: object, least: int, most: int, rule: str) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise TypeError(f"{name} must be an int, got {type(value).__name__} {value!r}")
+    if not least <= value <= most:
+        raise ValueError(f"{name} must be {rule}, got {value}")
+
+
+def check_model_options(n_ctx: object, n_threads: object, n_gpu_layers: object, n_seq_max: object,
+                        n_batch: object, flash_attn: object, flags: Mapping[str, object]) -> None:
+    """TypeError or ValueError naming the first wrong option of `Model(...)`, before any
+    file is read; `flags` are the options that are True or False."""
+    _check_int("n_ctx", n_ctx, 16, C_INT_MAX, f"at least 16 tokens (and at most {C_INT_MAX})")
+    if n_threads is not None:
+        _check_int("n_threads", n_threads, 0, MAX_THREADS,
+                   f">= 1 (0 or None: the default) and at most {MAX_THREADS}, llama.cpp's most")
+    _check_int("n_gpu_layers", n_gpu_layers, -1, C_INT_MAX, "-1 (every layer) or >= 0")
+    _check_int("n_seq_max", n_seq_max, 1, C_INT_MAX, ">= 1")
+    _check_int("n_batch", n_batch, 1, C_INT_MAX, ">= 1 (tokens llama.cpp evaluates in one call)")
+    if flash_attn is not None and not isinstance(flash_attn, (bool, np.bool_)):
+        raise TypeError(f"flash_attn must be True, False or None (llama.cpp decides), got "
+                        f"{type(flash_attn).__name__} {flash_attn!r}")
+    for name, value in flags.items():
+        if not isinstance(value, (bool, np.bool_)):
+            raise TypeError(f"{name} must be True or False, got {type(value).__name__} {value!r}")
 
 
 class Model:
@@ -43,10 +78,10 @@ class Model:
         verbose: bool = False,
         progress: bool = True,
     ) -> None:
+        check_model_options(n_ctx, n_threads, n_gpu_layers, n_seq_max, n_batch, flash_attn,
+                            {"embeddings": embeddings, "amx": amx, "verbose": verbose, "progress": progress})
         if path_or_name is None:
             path_or_name = registry.load_registry().default
-        if n_ctx < 16:
-            raise ValueError(f"n_ctx must be at least 16 tokens, got {n_ctx}")
         self.path: Path = registry.resolve_model(path_or_name, progress=progress)
         self.name: str = registry.model_name(path_or_name, self.path)
         config = ContextConfig(n_ctx=n_ctx, n_threads=n_threads, n_gpu_layers=n_gpu_layers,

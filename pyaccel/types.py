@@ -13,6 +13,7 @@ The batch layout of a step is drawn in `pyaccel.decode`.
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, Sequence
 
@@ -29,9 +30,20 @@ if TYPE_CHECKING:
 MAX_TOP_K = 2**31 - 1
 
 
+def as_float32(value: float) -> float:
+    """`value` as the sampler (32-bit floats) holds it: 1e39 is inf there, 1e-50 is 0."""
+    try:
+        wide = float(value)
+    except OverflowError:  # an int beyond any float
+        return math.inf if value > 0 else -math.inf
+    with np.errstate(over="ignore"):
+        return float(np.float32(wide))
+
+
 @dataclass(frozen=True)
 class SamplingConfig:
-    """How tokens are chosen. temperature 0 is greedy; 0 / 1.0 / 0.0 switch top-k / top-p / min-p off."""
+    """How tokens are chosen. temperature 0 is greedy; 0 / 1.0 / 0.0 switch top-k / top-p / min-p off.
+    The sampler works in 32-bit floats: a value is checked as it is there (top_p=1e-50 is 0)."""
 
     temperature: float = defaults.TEMPERATURE
     top_k: int = defaults.TOP_K
@@ -48,15 +60,18 @@ class SamplingConfig:
             value = getattr(self, name)
             if value is not None and (isinstance(value, bool) or not isinstance(value, (int, np.integer))):
                 raise TypeError(f"{name} must be an int, got {type(value).__name__} {value!r}")
-        if not self.temperature >= 0.0:
-            raise ValueError(f"temperature must be >= 0 (0 means greedy), got {self.temperature}")
+        temperature, top_p, min_p = (as_float32(v) for v in (self.temperature, self.top_p, self.min_p))
+        if not (temperature >= 0.0 and math.isfinite(temperature)):
+            raise ValueError(f"temperature must be >= 0 and finite as a 32-bit float (0 means greedy), got "
+                             f"{self.temperature}")
         if self.seed is not None and not -1 <= self.seed < 2**64:
             raise ValueError(f"seed must be in [0, 2**64) (-1 or None: a random seed), got {self.seed}")
         if not 0 <= self.top_k <= MAX_TOP_K:
             raise ValueError(f"top_k must be in [0, {MAX_TOP_K}] (0 switches it off), got {self.top_k}")
-        if not 0.0 < self.top_p <= 1.0:
-            raise ValueError(f"top_p must be in (0, 1] (1 switches it off), got {self.top_p}")
-        if not 0.0 <= self.min_p <= 1.0:
+        if not (0.0 < top_p <= 1.0 and 0.0 < self.top_p <= 1.0):
+            raise ValueError(f"top_p must be in (0, 1] (1 switches it off), got {self.top_p}"
+                             + (" (0 as a 32-bit float)" if top_p == 0.0 and self.top_p > 0 else ""))
+        if not (0.0 <= min_p <= 1.0 and 0.0 <= self.min_p <= 1.0):
             raise ValueError(f"min_p must be in [0, 1] (0 switches it off), got {self.min_p}")
 
     @property

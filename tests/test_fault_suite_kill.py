@@ -3,7 +3,8 @@ cache, learnt decode costs or a model pull leaves the file whole, old or new.
 
 Each saver (tests/fault_savers.py) runs in a child process that saves in a loop; the
 test kills it with SIGKILL several times, at a random moment or the moment a save's
-temporary file appears (a write in progress), and reads the file as the next run would: it must be one of the versions the saver writes, never a torn mix. The
+temporary file appears (a write in progress), and reads the file as the next run would:
+it must be one of the versions the saver writes, never a torn mix. The
 next save (or pull) removes what the killed one left beside it. A file damaged in a way
 a kill cannot do (a crash of the machine, a full disk) is dropped with a warning."""
 

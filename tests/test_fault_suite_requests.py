@@ -102,7 +102,8 @@ WRONG: dict[str, list[Any]] = {
 }
 WRONG_CHAT: dict[str, list[Any]] = {
     "messages": [[], "hi", 5, {"role": "user", "content": "hi"}, [{"role": "bot", "content": "hi"}],
-                 [{"content": "hi"}], [{"role": "user", "content": 5}], [{"role": "user", "content": [{"type": "image"}]}],
+                 [{"content": "hi"}], [{"role": "user", "content": 5}],
+                 [{"role": "user", "content": [{"type": "image"}]}],
                  [{"role": "user", "content": [{"type": "text", "text": 5}]}], [None], [[]]],
     "max_completion_tokens": [0, -5, "3", 1.5],
     "tools": [[{"type": "function"}]],
@@ -145,7 +146,8 @@ def _random_object(path: str, rng: random.Random) -> BadRequest:
 def _invalid_utf8(path: str, rng: random.Random) -> BadRequest:
     text = json.dumps(_base(path, rng)).encode()
     cut = text.index(b'"', text.index(b'"model"') + 8) + 1  # inside the model name's string
-    junk = rng.choice([b"\xff", b"\xc3\x28", b"\x80", b"\xc0\xaf", b"\xed\xa0\x80", b"\xf8\x88\x80\x80\x80", b"\xfe\xff"])
+    junk = rng.choice([b"\xff", b"\xc3\x28", b"\x80", b"\xc0\xaf", b"\xed\xa0\x80", b"\xf8\x88\x80\x80\x80",
+                       b"\xfe\xff"])
     return BadRequest("invalid UTF-8", path, text[:cut] + junk + text[cut:], _headers(rng))
 
 
@@ -210,7 +212,8 @@ def _check_error(status: int, body: bytes, what: BadRequest) -> None:
     error = json.loads(body)["error"]
     assert set(error) == ERROR_FIELDS, f"{what.label}: {error}"
     assert isinstance(error["message"], str) and error["message"], f"{what.label}: {error}"
-    assert isinstance(error["type"], str) and all(error[k] is None or isinstance(error[k], str) for k in ("param", "code"))
+    assert isinstance(error["type"], str), f"{what.label}: {error}"
+    assert all(error[k] is None or isinstance(error[k], str) for k in ("param", "code")), f"{what.label}: {error}"
 
 
 def _slow_body(port: int, path: str) -> tuple[int, bytes]:
@@ -239,8 +242,9 @@ def _content_length(answer: bytes) -> int:
 def _reference(client: Any) -> list[str]:
     """The answers of two correct requests (fresh prefills: nothing else they could depend on)."""
     key = {"Authorization": f"Bearer {KEY}"}
-    chat = client.post(CHAT, headers=key, json={"model": MODEL, "messages": [{"role": "user", "content": "Name three fruits."}],
-                                   "max_tokens": 12, "temperature": 0, "cache_prompt": False})
+    ask = {"role": "user", "content": "Name three fruits."}
+    chat = client.post(CHAT, headers=key, json={"model": MODEL, "messages": [ask], "max_tokens": 12,
+                                                "temperature": 0, "cache_prompt": False})
     text = client.post(COMPLETIONS, headers=key, json={"model": MODEL, "prompt": "def add(a, b):", "max_tokens": 12,
                                           "temperature": 0, "cache_prompt": False})
     assert chat.status_code == text.status_code == 200, (chat.text, text.text)
