@@ -72,8 +72,8 @@ class Tally:
 
 
 def _asks() -> list[Ask]:
-    return ([Ask(True, p, n) for p in CHAT_PROMPTS for n in (6, 10)] +
-            [Ask(False, p, n) for p in TEXT_PROMPTS for n in (6, 10)])
+    return ([Ask(True, p, n) for p in CHAT_PROMPTS for n in (4, 8)] +
+            [Ask(False, p, n) for p in TEXT_PROMPTS for n in (4, 8)])
 
 
 def _plan(seed: int) -> list[list[tuple[Ask, str]]]:
@@ -147,14 +147,14 @@ def _client(base: str, plan: list[tuple[Ask, str]], want: dict[Ask, tuple[str, s
     with httpx.Client(base_url=base) as client:
         for ask, mode in plan:
             while not _once(client, ask, mode, want[ask], tally, rng):
-                time.sleep(rng.uniform(0.05, 0.25))  # a full queue: back off, then try again
+                time.sleep(rng.uniform(0.15, 0.4))  # a full queue: back off, then try again
 
 
 def _watch(base: str, stop: threading.Event, seen: list[tuple[int, int]]) -> None:
     while not stop.is_set():
         h = health(base)
         seen.append((h["running"], h["waiting"]))
-        time.sleep(0.02)
+        time.sleep(0.05)
 
 
 def _rss_mib(pid: int) -> float:
