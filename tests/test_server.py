@@ -382,7 +382,7 @@ class _FakeGenerator:
 def test_scheduler_runs_in_order_and_refuses_when_full() -> None:
     import asyncio
 
-    from pyaccel.server.scheduler import Job, QueueFullError, Scheduler, Work
+    from pyaccel.server.scheduler import Job, QueueFullError, Scheduler, SchedulerClosedError, Work
 
     async def scenario() -> tuple[list[str], list[list[int]]]:
         gen = _FakeGenerator()
@@ -401,6 +401,8 @@ def test_scheduler_runs_in_order_and_refuses_when_full() -> None:
         for job in (jobs[0], jobs[2]):  # a loop: Python 3.10 has no async comprehension inside another
             texts.append("".join([p async for p in job.items()]))
         scheduler.close()
+        with pytest.raises(SchedulerClosedError):  # a shutting-down server, not a full queue
+            scheduler.submit(Job(Work(gen, [9])))  # type: ignore[arg-type]
         return texts, gen.closed
 
     texts, ran = asyncio.run(scenario())

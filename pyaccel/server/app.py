@@ -40,7 +40,7 @@ from ..types import Result, SamplingConfig
 from .errors import APIError, api_error_handler, from_generation, from_validation, http_error_handler, \
     internal_error_handler, invalid, shutting_down
 from .cli import SERVE
-from .scheduler import Job, QueueFullError, Scheduler, Work
+from .scheduler import Job, QueueFullError, Scheduler, SchedulerClosedError, Work
 from .schemas import ChatRequest, CompletionRequest, SamplingRequest, Shape, TokenLimit
 
 # How often a non-streaming request checks whether its client is still there, and
@@ -179,8 +179,12 @@ def _check_prompt(prompt: list[int], limits: Limits, param: str) -> None:
 
 def _submit(state: ServerState, work: Work) -> Job:
     job = Job(work)
+    if state.stopping.begun:
+        raise shutting_down(answered=False)
     try:
         state.scheduler.submit(job)
+    except SchedulerClosedError:
+        raise shutting_down(answered=False) from None
     except QueueFullError as exc:
         raise APIError(503, f"the server is busy: {exc}", type="server_error", code="queue_full") from None
     return job

@@ -64,10 +64,12 @@ def from_generation(exc: BaseException) -> APIError:
     return APIError(500, f"generation failed: {type(exc).__name__}: {exc}", SERVER_ERROR)
 
 
-def shutting_down() -> APIError:
-    """503: the server stopped (SIGTERM, Ctrl-C) while this answer was being written."""
-    return APIError(503, "the server is shutting down: this answer was cut short; retry when it is back",
-                    SERVER_ERROR, code="server_shutting_down")
+def shutting_down(answered: bool = True) -> APIError:
+    """503: the server stopped (SIGTERM, Ctrl-C) while this answer was being written, or
+    (`answered` False) before the request was taken."""
+    what = "this answer was cut short" if answered else "it takes no new requests"
+    return APIError(503, f"the server is shutting down: {what}; retry when it is back", SERVER_ERROR,
+                    code="server_shutting_down")
 
 
 async def api_error_handler(request: Request, exc: Exception) -> JSONResponse:

@@ -28,6 +28,10 @@ class QueueFullError(RuntimeError):
     """The queue already holds as many waiting requests as it may."""
 
 
+class SchedulerClosedError(RuntimeError):
+    """The scheduler was closed (the server is shutting down): it takes no more jobs."""
+
+
 class _End:
     """Marks the end of a job's events."""
 
@@ -123,10 +127,11 @@ class Scheduler:
         self._thread.start()
 
     def submit(self, job: Job) -> None:
-        """Queue `job` behind those already there; QueueFullError when the queue is full."""
+        """Queue `job` behind those already there; QueueFullError when the queue is full,
+        SchedulerClosedError once closed."""
         with self._cond:
             if self._closed:
-                raise QueueFullError("the server is shutting down")
+                raise SchedulerClosedError("the server is shutting down")
             waiting = sum(not j.cancelled for j in self._waiting)
             if waiting >= self.max_waiting and (self._running is not None or waiting > 0):
                 raise QueueFullError(
