@@ -7,10 +7,11 @@ import random
 from types import SimpleNamespace
 
 import numpy as np
+import pytest
 
 from pyaccel.cost_model import CostModel
 from pyaccel.methods.lookup import PromptLookup
-from pyaccel.methods.lookup.named import NamedWords, block_openings
+from pyaccel.methods.lookup.named import NamedWords, block_openings, hazard_factors, hazard_starts
 from pyaccel.methods.lookup.proposer import LookupTuning
 from pyaccel.methods.lookup.rewrites import FRESH, IN_LINE, OPENING, STRONG_RUN, CopyFollower
 from pyaccel.types import SamplingConfig
@@ -30,12 +31,41 @@ def _pieces(text: bytes, rng: random.Random) -> list[bytes]:
     return out
 
 
-def test_quoted_names_whatever_the_token_boundaries() -> None:
+def test_quoted_names_and_their_occurrences_whatever_the_token_boundaries() -> None:
     for seed in range(5):
-        named = NamedWords(_pieces(PROMPT, random.Random(seed)))
+        pieces = _pieces(PROMPT, random.Random(seed))
+        named = NamedWords(pieces)
         # The instruction's quotes only: not the ```python of the instruction, nor the
         # code's "x", nor the fence.
         assert named.quoted == [b"enterabs", b"enter_absolute"]
+        occ = named.occurrence(np.arange(len(pieces)))
+        marked = [b"".join(p for p, o in zip(pieces, occ) if o == k) for k in sorted(set(occ) - {-1})]
+        assert len(marked) == 2  # the definition and the call, not the quote
+        assert all(b"enterabs" in m and len(m) <= len(b"enterabs") + 6 for m in marked)
+        assert named.any
+        assert named.resolve(b"abs(", b"_absolute(")  # the edit seen: its occurrences are no longer marked
+        assert not named.any and (named.occurrence(np.arange(len(pieces))) == -1).all()
+
+
+def test_the_name_changed_to_is_not_marked_when_the_code_has_it_rarely() -> None:
+    text = (b"Rename `interval` to `width`.\n```python\ndef f(interval):\n    # a fixed-width bin\n"
+            b"    return interval * 2 + interval\n```")
+    pieces = [text[i:i + 3] for i in range(0, len(text), 3)]
+    occ = NamedWords(pieces).occurrence(np.arange(len(pieces)))
+    marked = {b"".join(p for p, o in zip(pieces, occ) if o == k) for k in set(occ) - {-1}}
+    assert len(marked) >= 1 and all(b"width" not in m or b"interval" in m for m in marked)
+
+
+def test_hazard_starts_and_factors_on_a_tree() -> None:
+    #      root
+    #     0      3
+    #     1      4
+    #     2
+    parents = np.array([-1, 0, 1, -1, 3])
+    occ = np.array([-1, 7, 7, 7, 8])  # node 1 enters 7, node 2 stays in it; 3 enters 7, 4 enters 8
+    starts = hazard_starts(occ, parents)
+    assert starts.tolist() == [False, True, False, True, True]
+    assert np.allclose(hazard_factors(starts, parents, 0.5), [1.0, 0.5, 0.5, 0.5, 0.25])
 
 
 def test_an_instruction_naming_one_thing_resolves_no_edit() -> None:
@@ -131,9 +161,36 @@ def test_a_quoted_rename_costs_less() -> None:
         source = _source(rng, 240)
         prompt = [4] + source + [0]
         output = [t for s in source for t in (NEW if s == OLD else (s,))]
-        off = _cost(_lookup(quoted_edits=False), prompt, output)
-        edits = _cost(_lookup(), prompt, output)
-        assert edits < off, (off, edits)
+        off = _cost(_lookup(quoted_edits=False, named_hazard=False), prompt, output)
+        edits = _cost(_lookup(named_hazard=False), prompt, output)
+        both = _cost(_lookup(), prompt, output)
+        assert edits < off and both < edits, (off, edits, both)
+
+
+def test_the_named_hazard_is_learnt_where_the_name_is_kept() -> None:
+    rng = random.Random(6)
+    source = _source(rng, 240)
+    method = _lookup()
+    before = method._hazard.stats.alpha()[0]
+    _cost(method, [4] + source + [0], source)  # the output keeps `old` everywhere
+    assert method._hazard.stats.alpha()[0] > before + 0.3
+
+
+def test_a_named_occurrence_is_scored_whole() -> None:
+    """An occurrence spanning chain positions 2..3 (`enter` + `abs`): the output writing
+    `enter` and then `_absolute` fails it, though its first token was right."""
+    from pyaccel.methods.lookup.proposer import CopyStats, _BucketObserver
+
+    for outcomes, want in (([True, True, True, False], 0), ([True, True, True, True, True], 1),
+                           ([True, True, False], 0), ([True, False], None)):
+        named = CopyStats((0.5,), 1.0, 1.0, True)
+        observer = _BucketObserver(CopyStats((0.5,) * 15, 1.0, 1.0, True), np.zeros(6, np.int64), named, {2: 3})
+        for position, ok in enumerate(outcomes):
+            observer.observe_position(position, ok)
+            if not ok:
+                break
+        alpha = named.alpha()[0]
+        assert alpha == (0.5 if want is None else pytest.approx((0.5 + want) / 2)), outcomes
 
 
 def test_block_openings_end_the_fence_line_not_an_inline_mention() -> None:

@@ -12,24 +12,13 @@ accepted to predicted rescales later estimates of that band:
     ratio[b] = (accepted[b] + w R) / (predicted[b] + w)    band b, shrunk towards R
 
 so a proposer found overconfident in one band is distrusted in the bands it has not been
-tried in yet, instead of being trusted there afresh.
-
-A ratio only ever lowers an estimate: evidence is gathered where a proposer drafted, which
-is text it suits, and raising its estimates from there would raise them on text it does
-not suit too; each proposer raises its own estimates where its drafts succeed.
-
-A node several proposers put at one place is verified once, and its outcome is evidence
-about each of them at its own estimate: credited to its owner alone, a proposer whose right
-guesses mostly coincide with another's would be judged by its unshared guesses, the harder
-ones.
-
-The record carries over from call to call on the same Generator (how a proposer's
-estimates err on a user's text is what transfers), fading by `decay` per step.
-
-Estimates a proposer learnt itself from every position's outcome and carries from call to
-call (`Candidate.learnt`: prompt lookup's copy statistics) are neither rescaled nor
-recorded: rescaling them would learn the same thing twice, and nodes deep in a long copy
-fail together when the copy breaks, which a per-node record would read as overconfidence.
+tried in yet. A ratio only ever lowers an estimate: evidence comes from where a proposer
+drafted, text it suits, and raising its estimates from there would raise them everywhere.
+A node several proposers put at one place is evidence about each of them at its own
+estimate. The record carries over from call to call, fading by `decay` per step.
+Estimates a proposer learnt itself from every position (`Candidate.learnt`: prompt
+lookup's copy statistics) are neither rescaled nor recorded: that would learn them twice,
+and a long copy's deep nodes fail together, which a per-node record reads as overconfidence.
 """
 
 from __future__ import annotations

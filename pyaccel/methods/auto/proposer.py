@@ -19,11 +19,8 @@ The estimates are rescaled by `Calibration` (accepted versus predicted nodes per
 and band of estimate) before planning, and a step drafts only if its plan beats plain
 decoding by `AutoTuning.plan_margin`; where not even the likeliest candidates, taken
 together whatever their places, could (`policy.may_pay`), the tree is not built at all.
-Each proposer learns its acceptance from the committed tokens (lookup and n-gram caches by
-shadow drafts, the pool by scoring its tree, the draft model along its chain), so an
-estimate improves whether or not its nodes were verified. The proposers live as long as
-the Generator: what they learn about copies, caches and the draft carries over from call
-to call (each keeps what transfers, as it does as a method of its own).
+Each proposer learns its acceptance from the committed tokens, whether or not its nodes
+were verified, and carries what transfers from call to call as it does as a method alone.
 """
 
 from __future__ import annotations
@@ -99,8 +96,7 @@ class Auto(Proposer):
         self.use_draft = use_draft
         self.subs: list[CandidateProposer] = []
         if lookup:
-            self.subs.append(PromptLookup(tuning=self.tuning.prompt_lookup,
-                                          costs=costs))
+            self.subs.append(PromptLookup(tuning=self.tuning.prompt_lookup, costs=costs))
         if ngram_static is not None or ngram_dynamic is not None:
             self.subs.append(NgramCacheDrafter(static_path=ngram_static, dynamic_path=ngram_dynamic, costs=costs))
         for sub in extra:
@@ -241,8 +237,7 @@ class Auto(Proposer):
                 if threshold is None:
                     threshold = self._threshold(curve, self.tuning.plan_margin)
                 skipped = self._skipped.get(k, 0)
-                if best() < threshold \
-                        and skipped + 1 < self.tuning.probe_every:
+                if best() < threshold and skipped + 1 < self.tuning.probe_every:
                     self._skipped[k] = skipped + 1
                     self._count(f"skipped_{sub.name}")
                     continue

@@ -1,9 +1,14 @@
-"""Names an instruction quotes: edits to trust at once.
+"""Names an instruction quotes: where a copy is likely to break, and edits to trust at once.
 
 "Rename `enterabs` to `enter_absolute`" quotes two names. The output copies the code but
-changes the first name wherever it occurs; an edit it makes (source bytes A -> output
-bytes B) that turns one quoted name into another (`NamedWords.resolve`) is no chance
-re-alignment, so prompt lookup drafts it from its first sight. Quoted names are what
+changes the first name wherever it occurs, and until an occurrence has been seen changed
+nothing tells a copy of it apart from any other. So each occurrence, outside the quotes,
+of a name the code holds more than twice as often as the rarest quoted name (the name to
+change to is new, or rare, in the code) is marked on the prompt's tokens (`occurrence`):
+a draft entering one is copying a word the output will likely change. An edit the output
+makes (source bytes A -> output bytes B) that turns one quoted name into another
+(`NamedWords.resolve`) is no chance re-alignment: prompt lookup drafts it from its first
+sight, and the name's occurrences are no longer marked. Quoted names are what
 `backticks` or "double quotes" outside fenced code blocks hold (the instruction's, not the
 code's strings), where that is one identifier (dotted ones whole), not a phrase.
 
@@ -17,6 +22,8 @@ import re
 from typing import Sequence
 
 import numpy as np
+
+from ... import _core
 
 _QUOTED = re.compile(rb"`([^`\n]{1,80})`|\"([^\"\n]{1,80})\"")
 FENCE = re.compile(rb"^[ \t]*```.*?(^[ \t]*```|\Z)", re.S | re.M)  # a block from a line opening with ```
@@ -63,23 +70,78 @@ def _strip_common(a: bytes, b: bytes) -> tuple[bytes, bytes]:
 
 
 class NamedWords:
-    """The names a prompt quotes (see the module doc); pieces: each prompt token's bytes."""
+    """The names a prompt quotes and where they occur in its tokens (see the module doc);
+    pieces: each prompt token's bytes, in order."""
 
     def __init__(self, pieces: Sequence[bytes]) -> None:
         text = b"".join(pieces)
+        starts = np.cumsum([0] + [len(p) for p in pieces])
+        spans = _quoted_spans(text)
         quoted: list[bytes] = []
-        for a, b in _quoted_spans(text):
+        for a, b in spans:
             if _NAME.fullmatch(text[a:b]) and text[a:b] not in quoted:  # a name, not a phrase
                 quoted.append(text[a:b])
+        outside = {w: [m.span() for m in re.finditer(_whole_word(w), text) if not _inside(m.start(), spans)]
+                   for w in quoted}
         self.quoted = quoted
+        rarest = min((len(v) for v in outside.values()), default=0)
+        # occ[i]: the named occurrence prompt token i belongs to (-1: none); owner[o]: its word.
+        self._occ = np.full(len(pieces), -1, dtype=np.int64)
+        self._owner: list[bytes] = []
+        for w in (w for w in quoted if len(outside[w]) > 2 * rarest):  # the names to change from
+            for a, b in outside[w]:
+                first = int(np.searchsorted(starts, a, side="right")) - 1
+                last = int(np.searchsorted(starts, b, side="left")) - 1
+                self._occ[first:last + 1] = len(self._owner)
+                self._owner.append(w)
+        self._resolved: set[bytes] = set()
+
+    @property
+    def any(self) -> bool:
+        """Is any occurrence still marked?"""
+        return bool(set(self._owner) - self._resolved)
+
+    def occurrence(self, positions: np.ndarray) -> np.ndarray:
+        """The named occurrence (an id, -1 for none) of the prompt token each stream position
+        copies; positions past the prompt, negative ones (not a copy) and names an edit has
+        already changed give -1 (the output has shown what it does there)."""
+        positions = np.asarray(positions, dtype=np.int64)
+        out = np.full(len(positions), -1, dtype=np.int64)
+        ok = (positions >= 0) & (positions < len(self._occ))
+        out[ok] = self._occ[positions[ok]]
+        for k in np.flatnonzero(out >= 0) if self._resolved else ():
+            if self._owner[out[k]] in self._resolved:
+                out[k] = -1
+        return out
 
     def resolve(self, a: bytes, b: bytes) -> bool:
         """Is an edit of source bytes a into output bytes b one that turns a quoted name into
-        another?"""
+        another? If so, the name it changes is resolved."""
         a, b = _strip_common(a, b)
         if not a and not b:
             return False
-        return any(x != y and _edit_turns(a, b, x, y) for x in self.quoted for y in self.quoted)
+        hits = {x for x in self.quoted for y in self.quoted if x != y and _edit_turns(a, b, x, y)}
+        self._resolved |= hits
+        return bool(hits)
+
+
+def _whole_word(word: bytes) -> bytes:
+    return rb"(?<!\w)" + re.escape(word) + rb"(?!\w)"
+
+
+def hazard_starts(occ: np.ndarray, parents: np.ndarray) -> np.ndarray:
+    """Per node of a tree (parents[i] < i, -1 the root): does it enter a named occurrence
+    (occ >= 0) its parent is not in? Each occurrence is counted once per path."""
+    occ = np.asarray(occ, dtype=np.int64)
+    parents = np.asarray(parents, dtype=np.int64)
+    parent_occ = np.where(parents >= 0, occ[np.maximum(parents, 0)], -1)
+    return (occ >= 0) & (occ != parent_occ)
+
+
+def hazard_factors(starts: np.ndarray, parents: np.ndarray, h: float) -> np.ndarray:
+    """Per node: h to the number of marked nodes (`starts`) on its path, itself included:
+    the factor its path probability takes (parents come before their children)."""
+    return _core.tree_path_products(parents, np.where(np.asarray(starts, dtype=bool), h, 1.0))
 
 
 def block_openings(pieces: Sequence[bytes]) -> frozenset[int]:

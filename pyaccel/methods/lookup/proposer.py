@@ -22,7 +22,7 @@ trusted at its first sight (`pyaccel.methods.lookup.named`).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Callable
 
 import numpy as np
@@ -33,7 +33,7 @@ from ...types import Draft, SamplingConfig
 from ..base import Proposer
 from ..candidate import Candidate
 from ..shadow import ShadowScorer
-from .named import NamedWords, block_openings
+from .named import NamedWords, block_openings, hazard_factors, hazard_starts
 from .rewrites import FRESH, IN_LINE, AWAY, OPENING, CopyFollower
 from .tuning import CONTEXT_CAP, N_BUCKETS, LookupTuning, agreement_buckets
 
@@ -71,16 +71,48 @@ def copy_stats(t: LookupTuning) -> list[CopyStats]:
             for r in sorted(priors)]
 
 
+class NamedHazard:
+    """A copy signal: P(a draft entering an occurrence of a quoted name is accepted there),
+    learnt from the shadows and kept with the copy statistics, applied as a factor on the
+    path probability of every node entering one (`NamedWords.occurrence`)."""
+
+    def __init__(self, t: LookupTuning) -> None:
+        self.stats = CopyStats((t.named_prior,), t.stats_decay, t.stats_prior_weight, t.keep_copy_stats)
+        self.named: NamedWords | None = None
+
+    def apply(self, probs: np.ndarray, parents: np.ndarray, positions: np.ndarray,
+              n_chain: int) -> tuple[np.ndarray, dict[int, int]]:
+        """`probs` of nodes copying the stream at `positions` with the hazard applied, and the
+        chain positions entering an occurrence with the chain's last position in it."""
+        if self.named is None or not self.named.any:
+            return probs, {}
+        occ = self.named.occurrence(positions)
+        starts = hazard_starts(occ, parents)
+        if not starts.any():
+            return probs, {}
+        spans = {}
+        for k in np.flatnonzero(starts[:n_chain]).tolist():
+            last = k
+            while last + 1 < n_chain and occ[last + 1] == occ[k]:
+                last += 1
+            spans[k] = last
+        return probs * hazard_factors(starts, parents, float(self.stats.alpha()[0])), spans
+
+
 class _BucketObserver:
     """Routes a shadow's position outcomes to its relation's stats, at each position's
-    agreement bucket."""
+    agreement bucket, and the outcome of each named occurrence it drafts through whole to
+    the named hazard: a failure at any of its positions, or its last position accepted."""
 
-    def __init__(self, stats: CopyStats, buckets: np.ndarray) -> None:
-        self.stats, self.buckets = stats, buckets
+    def __init__(self, stats: CopyStats, buckets: np.ndarray, named: CopyStats, spans: dict[int, int]) -> None:
+        self.stats, self.buckets, self.named, self.spans = stats, buckets, named, spans
 
     def observe_position(self, position: int, accepted: bool) -> None:
         if position < len(self.buckets):
             self.stats.observe_position(int(self.buckets[position]), accepted)
+            for first, last in self.spans.items():
+                if first <= position <= last and (not accepted or position == last):
+                    self.named.observe_position(0, accepted)
 
 
 @dataclass(frozen=True)
@@ -94,6 +126,7 @@ class _Candidates:
     chain: list[int]
     buckets: np.ndarray
     relation: int
+    named: dict[int, int] = field(default_factory=dict)  # chain positions entering a named occurrence -> its last
 
     @property
     def learnt(self) -> bool:
@@ -135,6 +168,7 @@ class PromptLookup(Proposer):
         self._piece: Callable[[int], bytes] | None = None  # a token's text, once bound
         self._n_seq_max = max_candidates
         self._stats = copy_stats(self.tuning)
+        self._hazard = NamedHazard(self.tuning)
         self._steps = self._drafting_steps = 0
 
     def bind(self, target: "Model") -> None:
@@ -146,14 +180,17 @@ class PromptLookup(Proposer):
     def begin(self, prompt: list[int], sampling: SamplingConfig) -> None:
         self._index = _core.NgramIndex(self.n_min, self.n_max)
         self._index.append(np.asarray(prompt, dtype=np.int32))
-        for stats in self._stats:
+        for stats in [*self._stats, self._hazard.stats]:
             stats.restart()
         self._shadows = ShadowScorer()
         # What the prompt's text says about copies (read only where the vocabulary is known).
         pieces = [self._piece(t) for t in prompt] if self._piece is not None else None
-        named = NamedWords(pieces) if pieces is not None and self.tuning.quoted_edits else None
+        t = self.tuning
+        named = NamedWords(pieces) if pieces is not None and (t.quoted_edits or t.named_hazard) else None
         self._named = named if named is not None and named.quoted else None
-        self._follower = CopyFollower(self.tuning.min_seen, self._named_edit if self._named is not None else None)
+        self._hazard.named = self._named if t.named_hazard else None
+        quoted = self._named is not None and t.quoted_edits
+        self._follower = CopyFollower(t.min_seen, self._named_edit if quoted else None)
         if self.tuning.block_openings and pieces is not None:
             self._follower.openings = block_openings(pieces)
 
@@ -166,7 +203,7 @@ class PromptLookup(Proposer):
     def _candidates(self, tokens: list[int], tree: "_core.DraftTree") -> list[_Candidates]:
         """What could be drafted this step: the lookup tree, and the followed copy (through
         learnt edits, or where it is about to resume) when it differs from the tree's."""
-        tree_tokens, parents, chain, raw_buckets, _, ends = _core.lookup_chain(tree, N_BUCKETS)
+        tree_tokens, parents, chain, raw_buckets, positions, ends = _core.lookup_chain(tree, N_BUCKETS)
         out: list[_Candidates] = []
         followed = None
         if self.rewrites:
@@ -177,15 +214,22 @@ class PromptLookup(Proposer):
         relation = self._follower.relation(ends[0]) if ends is not None and self.rewrites else FRESH
         if chain:
             probs = _core.lookup_path_probs(tree, self._stats[relation].alpha())
-            out.append(_Candidates(tree_tokens, parents, probs, chain, np.asarray(raw_buckets), relation))
+            cand = _Candidates(tree_tokens, parents, probs, chain, np.asarray(raw_buckets), relation)
+            out.append(self._with_hazard(cand, positions))  # node i copies the stream at positions[i]
         if followed is not None and (ends is None or followed.tokens[:len(chain)] != chain[:len(followed.tokens)]
                                      or followed.agreement > ends[2]):
             rel = followed.relation
             buckets = agreement_buckets(followed.agreement + np.arange(len(followed.tokens)))
-            out.append(_Candidates(np.asarray(followed.tokens, np.int32),
-                                   np.arange(-1, len(followed.tokens) - 1, dtype=np.int32),
-                                   np.cumprod(self._stats[rel].alpha()[buckets]), followed.tokens, buckets, rel))
+            cand = _Candidates(np.asarray(followed.tokens, np.int32),
+                               np.arange(-1, len(followed.tokens) - 1, dtype=np.int32),
+                               np.cumprod(self._stats[rel].alpha()[buckets]), followed.tokens, buckets, rel)
+            out.append(self._with_hazard(cand, np.asarray(followed.positions, dtype=np.int64)))
         return out
+
+    def _with_hazard(self, cand: _Candidates, positions: np.ndarray) -> _Candidates:
+        """`cand` (its nodes copying the stream at `positions`) with the named hazard applied."""
+        probs, spans = self._hazard.apply(cand.path_probs, cand.parents, positions, len(cand.chain))
+        return replace(cand, path_probs=probs, named=spans) if spans else cand
 
     def _step_candidates(self, tokens: list[int], budget: int) -> tuple[list[_Candidates], int]:
         """This step's candidates (each shadowed, so acceptance is learnt whether or not it
@@ -201,7 +245,8 @@ class PromptLookup(Proposer):
         tree = self._index.lookup(self.n_min, self.n_max, self.max_draft, branches, CONTEXT_CAP)
         cands = self._candidates(tokens, tree)
         for c in cands:
-            self._shadows.add(len(tokens), c.chain, _BucketObserver(self._stats[c.relation], c.buckets))
+            observer = _BucketObserver(self._stats[c.relation], c.buckets, self._hazard.stats, c.named)
+            self._shadows.add(len(tokens), c.chain, observer)
         return cands, depth
 
     def candidates(self, tokens: list[int], budget: int) -> list[Candidate]:

@@ -21,19 +21,16 @@ agreement starts again from one token, so drafts stay short for several steps.
   block of the prompt begins, or none of these. Prompt lookup keeps acceptance apart for
   each.
 
-An edit the output contradicts is dropped. An edit the caller names (`named_edit`: one
-the prompt's instruction asks for) is trusted from its first sight. A copy that begins
-where a code block of the prompt begins (`openings`: the output opened a block as the
-prompt's does, and goes on from there) is an OPENING until it breaks or grows strong: an
-answer that rewrites the prompt's code often copies it from its first line, or changes
-that line at once (a typed signature), and neither is a chance repeat.
+An edit the output contradicts is dropped; one the caller names (`named_edit`: one the
+instruction asks for) is trusted from its first sight. A copy that begins where a code
+block of the prompt begins (`openings`) is an OPENING until it breaks or grows strong: an
+answer rewriting the prompt's code often copies it from its first line, no chance repeat.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Callable, Sequence
-
 
 MAX_SPAN = 4  # longest source or output span of a learnt edit (tokens)
 RESYNC = 3  # agreeing tokens that re-establish the alignment after an edit
@@ -42,9 +39,7 @@ MAX_REWRITES = 64  # learnt edits kept at most
 # edit's source), not a chance repeat: matches that resume it are tracked apart.
 STRONG_RUN = 16
 
-
 FRESH, IN_LINE, AWAY, OPENING = 0, 1, 2, 3  # see `CopyFollower.relation`
-N_RELATIONS = 4
 
 
 @dataclass(frozen=True)
@@ -54,6 +49,9 @@ class Followed:
     tokens: list[int]
     agreement: int
     relation: int  # IN_LINE (a strong copy), OPENING or FRESH (see `CopyFollower.relation`)
+    # The stream index each token copies; a learnt edit's first token: the index of the
+    # source span it replaces; its other tokens (and the rest of an edit begun): -1.
+    positions: list[int]
 
 
 @dataclass
@@ -100,16 +98,6 @@ class CopyFollower:
         self._pending: list[int] = []  # the rest of an edit's output span already begun
         self._firsts: set[int] = set()  # first source tokens of the learnt edits
         self._length = 0  # of the stream at the last `follow`
-
-    def trust(self, src: tuple[int, ...], out: tuple[int, ...]) -> None:
-        """An edit known before the output makes it here (a quoted rename, respelled where a
-        name shares its tokens with the text around it): drafted at once, dropped as any
-        learnt edit is when the output does otherwise. An edit already learnt stays."""
-        if not src or src in self.rewrites or len(self.rewrites) >= MAX_REWRITES:
-            return
-        self.rewrites[src] = out
-        self._firsts.add(src[0])
-        self.seen[src] = self.min_seen
 
     def _strong(self, copied: int) -> bool:
         return copied >= STRONG_RUN
@@ -262,26 +250,31 @@ class CopyFollower:
         a = self._anchor
         if a is not None and a.out == len(stream) - 1:
             pending = list(self._pending[:limit])
-            return self._continue(stream, a.source + 1, pending, a.agreement, self.relation(a.source), limit)
+            return self._continue(stream, a.source + 1, pending, [-1] * len(pending), a.agreement,
+                                  self.relation(a.source), limit)
         b = self._broke
         if b is None or not self._strong(b.copied):
             return None
         for m in range(RESYNC - 1, 0, -1):
             if _resumes_at(stream, b.source, m):
-                return self._continue(stream, b.source + m, [], m, IN_LINE, limit)
+                return self._continue(stream, b.source + m, [], [], m, IN_LINE, limit)
         return None
 
-    def _continue(self, stream: Sequence[int], i: int, out: list[int], agreement: int, relation: int,
-                  limit: int) -> Followed | None:
+    def _continue(self, stream: Sequence[int], i: int, out: list[int], positions: list[int], agreement: int,
+                  relation: int, limit: int) -> Followed | None:
         if not any(n >= self.min_seen for n in self.seen.values()):  # no edit to apply: a plain copy
-            out += [int(t) for t in stream[i:i + max(0, limit - len(out))]]
+            more = [int(t) for t in stream[i:i + max(0, limit - len(out))]]
+            out += more
+            positions += range(i, i + len(more))
             i = len(stream)
         while len(out) < limit and i < len(stream):
             hit = self._rewrite_at(stream, i)
             if hit is not None and self.seen.get(hit[0], 0) >= self.min_seen:
-                out += hit[1]  # a deletion drafts nothing
+                out += hit[1]
+                positions += [i] + [-1] * (len(hit[1]) - 1) if hit[1] else []  # a deletion drafts nothing
                 i += len(hit[0])
             else:
                 out.append(int(stream[i]))
+                positions.append(i)
                 i += 1
-        return Followed(out[:limit], agreement, relation) if out else None
+        return Followed(out[:limit], agreement, relation, positions[:limit]) if out else None

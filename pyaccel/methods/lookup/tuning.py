@@ -47,6 +47,10 @@ class LookupTuning:
     # Trust an edit that turns one name the instruction quotes into another from its first
     # sight (`pyaccel.methods.lookup.named`).
     quoted_edits: bool = True
+    # Weigh a draft entering an occurrence of a quoted name the output is likely to change
+    # by a learnt P(accepted there), from named_prior, until an edit of the name is seen.
+    named_hazard: bool = True
+    named_prior: float = 0.3
     # Track a copy that begins where a fenced code block of the prompt begins apart
     # (`CopyFollower.relation`: OPENING), from prior_opening: how far a user's answers copy
     # the block from its first line.
@@ -56,6 +60,8 @@ class LookupTuning:
     min_seen: int = 2
 
     def validate(self) -> None:
+        if not 0.0 <= self.named_prior <= 1.0:
+            raise ValueError(f"lookup named_prior must be in [0, 1], got {self.named_prior}")
         if not 0.0 < self.stats_decay <= 1.0:
             raise ValueError(f"lookup stats_decay must be in (0, 1], got {self.stats_decay}")
         if self.stats_prior_weight <= 0 or self.min_seen < 1:
