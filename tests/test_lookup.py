@@ -9,10 +9,10 @@ import pyaccel
 from pyaccel import _core
 from pyaccel.methods.lookup import LookupTuning, PromptLookup
 from pyaccel.methods.lookup.tuning import N_BUCKETS, agreement_bucket
-from pyaccel.methods.lookup.rewrites import AWAY, FRESH, IN_LINE
+from pyaccel.methods.lookup.rewrites import FRESH, OPENING
 
 TUNING = LookupTuning()
-PRIOR_BY_BUCKET, PRIOR_IN_LINE, PRIOR_AWAY = TUNING.prior_fresh, TUNING.prior_in_line, TUNING.prior_away
+PRIOR_BY_BUCKET, PRIOR_OPENING = TUNING.prior_fresh, TUNING.prior_opening
 
 from lossless import assert_greedy_equivalent, chi_square_pvalue, second_token_counts, target_distribution
 
@@ -132,11 +132,11 @@ def test_copy_statistics_restart_with_each_prompt_unless_kept(keep: bool) -> Non
     stats = copy_stats(LookupTuning(keep_copy_stats=keep))
     for _ in range(30):
         stats[FRESH].observe_position(3, False)  # fresh matches': never kept
-        stats[IN_LINE].observe_position(3, False)
+        stats[OPENING].observe_position(3, False)
     for s in stats:
         s.restart()
     assert stats[FRESH].alpha()[3] == pytest.approx(PRIOR_BY_BUCKET[3])
-    assert (stats[IN_LINE].alpha()[3] < 0.5 * PRIOR_IN_LINE[3]) == keep
+    assert (stats[OPENING].alpha()[3] < 0.5 * PRIOR_OPENING[3]) == keep
 
 
 def test_path_probabilities_follow_the_hazard_model() -> None:
@@ -149,7 +149,7 @@ def test_path_probabilities_follow_the_hazard_model() -> None:
     tree = method._index.lookup(1, 2, 2, 2, 64)
     assert tree.tokens.tolist() == [5, 6, 3, 4] and tree.parents.tolist() == [-1, 0, -1, 2]
     assert tree.contexts.tolist() == [3, 3, 2, 2] and tree.counts.tolist() == [1, 1, 2, 2]
-    for relation in (FRESH, IN_LINE):  # the relation's buckets
+    for relation in (FRESH, OPENING):  # the relation's buckets
         h = method._stats[relation].alpha()
         first, second = h[agreement_bucket(3)], h[agreement_bucket(4)]
         other = (1 - first) * 2 / 3
@@ -162,10 +162,10 @@ def test_copy_statistics_outlive_a_call_and_fresh_ones_do_not() -> None:
     method.begin([1, 2, 3], pyaccel.SamplingConfig())
     for _ in range(20):
         method._stats[FRESH].observe_position(0, False)
-        method._stats[AWAY].observe_position(6, False)
-    low = method._stats[AWAY].alpha()[6]
-    assert method._stats[FRESH].alpha()[0] < PRIOR_BY_BUCKET[0] and low < PRIOR_AWAY[6]
+        method._stats[OPENING].observe_position(6, False)
+    low = method._stats[OPENING].alpha()[6]
+    assert method._stats[FRESH].alpha()[0] < PRIOR_BY_BUCKET[0] and low < PRIOR_OPENING[6]
     method.begin([1, 2, 3], pyaccel.SamplingConfig())
     assert method._stats[FRESH].alpha()[0] == pytest.approx(PRIOR_BY_BUCKET[0])
-    assert method._stats[AWAY].alpha()[6] == pytest.approx(low)
-    assert len(method._stats) == 4 and len(PRIOR_IN_LINE) == len(PRIOR_AWAY) == N_BUCKETS  # FRESH .. OPENING
+    assert method._stats[OPENING].alpha()[6] == pytest.approx(low)
+    assert len(method._stats) == 2 and len(PRIOR_OPENING) == N_BUCKETS  # FRESH, OPENING

@@ -13,7 +13,7 @@ from pyaccel.cost_model import CostModel
 from pyaccel.methods.lookup import PromptLookup
 from pyaccel.methods.lookup.named import NamedWords, block_openings, hazard_factors, hazard_starts
 from pyaccel.methods.lookup.proposer import LookupTuning
-from pyaccel.methods.lookup.rewrites import FRESH, IN_LINE, OPENING, STRONG_RUN, CopyFollower
+from pyaccel.methods.lookup.rewrites import FRESH, OPENING, STRONG_RUN, CopyFollower
 from pyaccel.types import SamplingConfig
 
 PROMPT = (b"Rename the method `enterabs` to `enter_absolute` and update every call. Return the "
@@ -212,12 +212,13 @@ def test_a_copy_beginning_with_a_block_is_an_opening_until_it_grows_strong() -> 
         assert f.relation(2) == want and f.relation(30) == FRESH
         followed = f.draft(stream, 4)
         assert followed is not None and followed.tokens == src[:4] and followed.relation == want
-    # The output copies on: strong_run tokens after the opening, the copy is in-line.
+    # The output copies on: STRONG_RUN tokens after the opening, the copy is no chance
+    # repeat any more, and no longer an opening's.
     grown = stream + src[:STRONG_RUN]
     f.follow(grown)
     end = 2 + STRONG_RUN
-    assert f.relation(end) == IN_LINE
-    assert f.draft(grown, 4).relation == IN_LINE
+    assert f.relation(end) == FRESH
+    assert f.draft(grown, 4).relation == FRESH
 
 
 def test_a_match_past_the_opening_is_an_opening_if_it_agrees_back_over_the_fence() -> None:
@@ -252,4 +253,4 @@ def test_answers_that_copy_the_prompt_block_from_its_first_line_learn_to_draft_t
             prompt = [5] + block + source + [0, 6, 0]
             replays[openings] = _replay(method, prompt, block + source)  # the second call's
     (on, on_passes), (off, off_passes) = replays[True], replays[False]
-    assert on < off and on_passes <= off_passes - 2, replays
+    assert on < off and on_passes < off_passes, replays

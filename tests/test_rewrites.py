@@ -6,7 +6,7 @@ import random
 
 from pyaccel.cost_model import CostModel
 from pyaccel.methods.lookup import PromptLookup
-from pyaccel.methods.lookup.rewrites import AWAY, FRESH, IN_LINE, MAX_SPAN, CopyFollower
+from pyaccel.methods.lookup.rewrites import FRESH, MAX_SPAN, STRONG_RUN, CopyFollower
 from pyaccel.types import Draft, SamplingConfig
 
 GONE = 2 * MAX_SPAN + 10  # output tokens past any edit
@@ -159,13 +159,12 @@ def test_a_copy_grows_strong_through_its_edits() -> None:
     f = CopyFollower()
     f.align(stream, 9, 10)
     f.follow(stream)
-    assert f.relation(9) == FRESH
     stream += [500] + src[11:14]  # source token 10 replaced, then 3 agree: resynced
     f.follow(stream)
-    assert f.relation(13) == FRESH  # 13 copied
+    assert f._anchor is not None and not f._strong(f._anchor.copied)  # 13 copied
     stream += src[14:17]
     f.follow(stream)
-    assert f.relation(16) == IN_LINE and f.relation(3) == AWAY
+    assert f._anchor is not None and f._strong(f._anchor.copied) and STRONG_RUN == 16
 
 
 def _longest_match(stream: list[int], cap: int = 64) -> tuple[int, int]:
@@ -206,16 +205,16 @@ def test_a_strong_copy_survives_a_chance_match_at_its_edit_whatever_the_steps() 
         f = CopyFollower()
         _step_over(f, stream, positions)
         followed = f.draft(stream, 5)
-        ends[name] = (f.relation(base + 25), followed.tokens if followed else None)
-    assert ends["over the edit"] == (IN_LINE, src[26:31])
+        ends[name] = (f._anchor.source if f._anchor else None, followed.tokens if followed else None)
+    assert ends["over the edit"] == (base + 25, src[26:31])
     assert ends["token by token"] == ends["over the edit"]
 
 
 def test_a_similar_line_ahead_is_not_the_copy_while_it_may_resume_through_an_edit() -> None:
     """The copy breaks at a rename; the output's last tokens, the new name's first one
     included, also occur at a similar line further down the source. Right after the
-    break that line is AWAY (the copy resumes within an edit of where it broke), the
-    resumption point IN_LINE; once no edit can explain the gap, the copy is let go."""
+    break the copy is still the followed one (it may resume through an edit); once no
+    edit can explain the gap, it is let go."""
     head, line = list(range(60, 80)), list(range(100, 118))
     src = head + line + [OLD] + list(range(120, 140)) + line + [NEW[0], 141, 142] + list(range(150, 170))
     similar_end = src.index(NEW[0])  # where the output's last 19 tokens also end
@@ -223,12 +222,12 @@ def test_a_similar_line_ahead_is_not_the_copy_while_it_may_resume_through_an_edi
     stream = src + [0] + output
     f = CopyFollower()
     _step_over(f, stream, list(range(len(src) + 11, len(stream) + 1)))
-    assert f._broke is not None and f._broke.source == src.index(OLD)
-    assert f.relation(similar_end) == AWAY
-    assert f.relation(src.index(OLD) + 1) == IN_LINE  # the source just past the renamed token
+    assert f._broke is not None and f._broke.source == src.index(OLD) and f._anchor is None
+    f.align(stream, similar_end, 19)  # the similar line's match does not take the copy over
+    assert f._broke is not None and f._anchor is None
     stream += list(range(300, 300 + 2 * MAX_SPAN))  # longer than any edit
     f.follow(stream)
-    assert f._broke is None and f._anchor is None and f.relation(similar_end) == FRESH
+    assert f._broke is None and f._anchor is None
 
 
 def test_an_edit_repeated_at_a_similar_line_ahead_is_not_taken_for_the_copy_resuming() -> None:

@@ -5,12 +5,6 @@
     may_pay         whether any tree of this step's candidates could pay (before merging)
     plan_tree       the subset of the merged tree worth verifying this step
     draft_runs      whether this step's draft-model run is expected to beat the free tree
-
-Lookup and the n-gram caches offer candidates every step. The lookahead pool does where
-one of its nodes could reach `pay_threshold` (its learnt first-position hazard at most)
-and otherwise only every `probe_every` steps, so that it keeps learning. The draft model
-costs a decode per drafted token, so it runs only when its own plan (catch-up and draft
-tokens counted) expects more than the free tree.
 """
 
 from __future__ import annotations

@@ -328,12 +328,9 @@ class Auto(Proposer):
             self._count(f"{what}_{src}")
 
     def _counters(self) -> dict[str, float]:
-        """steps, drafting_steps, mixed_steps (drafts holding nodes of several proposers);
-        drafted_<proposer> / accepted_<proposer>: verified and accepted tokens by the proposer
-        whose estimate each carried; accepted_shared: accepted tokens more than one proposer
-        offered; calibration_<proposer>: accepted over predicted verified nodes (fading);
-        draft_model_loaded, draft_model_runs; skipped_<proposer>: steps a proposer bounding
-        its estimates was not asked (`_offering`)."""
+        """steps, drafting_steps, mixed_steps (several proposers' nodes); drafted_/accepted_<proposer>
+        (by the proposer whose estimate a token carried); accepted_shared; calibration_<proposer>
+        (accepted over predicted, fading); draft_model_loaded, draft_model_runs; skipped_<proposer>."""
         return {**self._counts, **self.calibration.summary(), "draft_model_loaded": float(self.drafter is not None)}
 
 

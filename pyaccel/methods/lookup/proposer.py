@@ -11,13 +11,13 @@ become long drafts, weak matches none.
 
 h is learnt by "shadow drafting" (`pyaccel.methods.shadow`): every step the lookup remembers
 its full-depth best continuation and, once the real tokens arrive, records how far it was
-right, so every position gets evidence without paying for probes. h is kept apart for each
-way a match can stand to the copy the output follows (`CopyFollower.relation`, one
-`CopyStats` each): fresh, resuming it, elsewhere while editing it, or a young copy that
-began where one of the prompt's code blocks begins. Edits the output makes to what it
-copies (a renamed identifier) are learnt and applied to later drafts
-(`pyaccel.methods.lookup.rewrites`); an edit between two names the instruction quotes is
-trusted at its first sight (`pyaccel.methods.lookup.named`).
+right, so every position gets evidence without paying for probes. h is kept apart for a
+young copy that began where one of the prompt's code blocks begins (`CopyFollower.relation`,
+one `CopyStats` each). Edits the output makes to what it copies (a renamed identifier) are
+learnt and applied to later drafts (`pyaccel.methods.lookup.rewrites`). Names the
+instruction quotes mark where a copy is likely to break (`NamedHazard`, a factor on every
+node entering one) and make an edit between two of them trusted at its first sight
+(`pyaccel.methods.lookup.named`).
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ from ..base import Proposer
 from ..candidate import Candidate
 from ..shadow import ShadowScorer
 from .named import NamedWords, block_openings, hazard_factors, hazard_starts
-from .rewrites import FRESH, IN_LINE, AWAY, OPENING, CopyFollower
+from .rewrites import FRESH, OPENING, CopyFollower
 from .tuning import CONTEXT_CAP, N_BUCKETS, LookupTuning, agreement_buckets
 
 if TYPE_CHECKING:
@@ -64,9 +64,9 @@ class CopyStats:
 
 
 def copy_stats(t: LookupTuning) -> list[CopyStats]:
-    """One `CopyStats` per relation (index FRESH, IN_LINE, AWAY, OPENING): fresh matches are
-    relearnt for each prompt, copies of the followed text kept where `keep_copy_stats`."""
-    priors = {FRESH: t.prior_fresh, IN_LINE: t.prior_in_line, AWAY: t.prior_away, OPENING: t.prior_opening}
+    """One `CopyStats` per relation (index FRESH, OPENING): fresh matches are relearnt for
+    each prompt, openings' statistics kept where `keep_copy_stats`."""
+    priors = {FRESH: t.prior_fresh, OPENING: t.prior_opening}
     return [CopyStats(priors[r], t.stats_decay, t.stats_prior_weight, r != FRESH and t.keep_copy_stats)
             for r in sorted(priors)]
 
@@ -127,11 +127,6 @@ class _Candidates:
     buckets: np.ndarray
     relation: int
     named: dict[int, int] = field(default_factory=dict)  # chain positions entering a named occurrence -> its last
-
-    @property
-    def learnt(self) -> bool:
-        """Estimated from the statistics of a copy the output follows, kept from call to call?"""
-        return self.relation != FRESH
 
 
 class PromptLookup(Proposer):
@@ -254,7 +249,8 @@ class PromptLookup(Proposer):
         differs), each node with its probability of acceptance from the learnt hazard; the
         public candidates API (`pyaccel.methods.candidate`), in place of `propose`."""
         cands, _ = self._step_candidates(tokens, budget)
-        return [Candidate(c.tokens, c.parents, c.path_probs, self.name, c.learnt) for c in cands]
+        # An opening's estimates come from statistics kept from call to call: `Candidate.learnt`.
+        return [Candidate(c.tokens, c.parents, c.path_probs, self.name, c.relation != FRESH) for c in cands]
 
     def propose(self, tokens: list[int], budget: int) -> Draft:
         cands, depth = self._step_candidates(tokens, budget)

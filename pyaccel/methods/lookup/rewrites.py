@@ -1,10 +1,8 @@
 """Following a copy through edits: learnt rewrites for prompt lookup.
 
 An edit such as "rename `h` to `heap`" makes the output copy its source except at every
-occurrence of the old name; adding type hints rewrites each signature and then copies the
-body. A plain n-gram copy breaks at each change: the draft ends, and after it the context
-agreement starts again from one token, so drafts stay short for several steps.
-`CopyFollower` keeps the copy's alignment instead:
+occurrence of the old name. A plain n-gram copy breaks at each change, and its context
+agreement starts again from one token. `CopyFollower` keeps the copy's alignment instead:
 
 - an anchor: a source position aligned with the end of the output, found by an n-gram
   match that agreed over >= RESYNC tokens and then followed token by token;
@@ -16,10 +14,9 @@ agreement starts again from one token, so drafts stay short for several steps.
 - drafts that continue the source with every confirmed edit applied, with the agreement
   counted through them; while an edit is under way, drafts from the break where the
   output's last tokens equal the source's there (a copy about to resume);
-- `relation`: whether a match continues a copy the output has taken >= STRONG_RUN tokens
-  from (through edits), lies elsewhere, continues a younger copy that began where a code
-  block of the prompt begins, or none of these. Prompt lookup keeps acceptance apart for
-  each.
+- `relation`: whether a match continues a young copy (fewer than STRONG_RUN tokens taken
+  from it) that began where a code block of the prompt begins, or not. Prompt lookup keeps
+  acceptance apart for each.
 
 An edit the output contradicts is dropped; one the caller names (`named_edit`: one the
 instruction asks for) is trusted from its first sight. A copy that begins where a code
@@ -36,10 +33,11 @@ MAX_SPAN = 4  # longest source or output span of a learnt edit (tokens)
 RESYNC = 3  # agreeing tokens that re-establish the alignment after an edit
 MAX_REWRITES = 64  # learnt edits kept at most
 # A copy the output has taken this many tokens from (through edits) is a real one (an
-# edit's source), not a chance repeat: matches that resume it are tracked apart.
+# edit's source), not a chance repeat: it is drafted from where it broke, and it is no
+# longer an opening's.
 STRONG_RUN = 16
 
-FRESH, IN_LINE, AWAY, OPENING = 0, 1, 2, 3  # see `CopyFollower.relation`
+FRESH, OPENING = 0, 1  # see `CopyFollower.relation`
 
 
 @dataclass(frozen=True)
@@ -48,7 +46,7 @@ class Followed:
 
     tokens: list[int]
     agreement: int
-    relation: int  # IN_LINE (a strong copy), OPENING or FRESH (see `CopyFollower.relation`)
+    relation: int  # OPENING or FRESH (see `CopyFollower.relation`)
     # The stream index each token copies; a learnt edit's first token: the index of the
     # source span it replaces; its other tokens (and the rest of an edit begun): -1.
     positions: list[int]
@@ -223,21 +221,11 @@ class CopyFollower:
 
     def relation(self, source_end: int) -> int:
         """How a match ending at `source_end` stands to the followed copy (as of the last
-        `follow`): IN_LINE when it continues a strong copy (it is the anchored source, or
-        lies where the broken copy may resume), AWAY when it is somewhere else; OPENING
-        when it continues a copy not yet strong that began at one of `openings`; FRESH
-        otherwise. A broken copy may yet resume through an edit within an edit's span of
-        the break (plus the tokens since): a match farther ahead repeats the text the copy
-        broke from (a second, similar line), not the copy."""
-        a, b = self._anchor, self._broke
-        if a is not None and self._strong(a.copied):
-            return IN_LINE if source_end == a.source else AWAY
-        if b is not None and self._strong(b.copied):
-            reach = MAX_SPAN + self._length - b.out
-            return IN_LINE if b.source - 1 <= source_end < b.source + reach else AWAY
-        if a is not None and a.opened and source_end == a.source:
-            return OPENING
-        return FRESH
+        `follow`): OPENING when it continues a copy not yet strong that began at one of
+        `openings`, FRESH otherwise."""
+        a = self._anchor
+        opening = a is not None and a.opened and not self._strong(a.copied) and source_end == a.source
+        return OPENING if opening else FRESH
 
     # ---- drafting -------------------------------------------------------------------------
 
@@ -257,7 +245,7 @@ class CopyFollower:
             return None
         for m in range(RESYNC - 1, 0, -1):
             if _resumes_at(stream, b.source, m):
-                return self._continue(stream, b.source + m, [], [], m, IN_LINE, limit)
+                return self._continue(stream, b.source + m, [], [], m, FRESH, limit)
         return None
 
     def _continue(self, stream: Sequence[int], i: int, out: list[int], positions: list[int], agreement: int,

@@ -36,12 +36,7 @@ class LookupTuning:
     # Prior P(accepted) per agreement bucket of a fresh match (bucket 1 is never used).
     prior_fresh: tuple[float, ...] = (0.2, 0.2, 0.45, 0.6, 0.7, 0.75, 0.8, 0.85, 0.9, 0.9, 0.95, 0.95, 0.97,
                                       0.97, 0.97)
-    # The same for a match that resumes the copy the output follows (`CopyFollower.relation`):
-    # far likelier to go on than a chance repeat.
-    prior_in_line: tuple[float, ...] = (0.5, 0.5, 0.6, 0.7, 0.8, 0.85, 0.9, 0.9, 0.95, 0.95, 0.97, 0.97, 0.99,
-                                        0.99, 0.99)
-    prior_away: tuple[float, ...] = prior_fresh  # a match elsewhere while the output edits a copy
-    # Keep the copy statistics (in line, away, opening) from call to call: a user's edits
+    # Keep the openings' statistics and the named hazard from call to call: a user's edits
     # resemble each other. Fresh matches are relearnt for each prompt.
     keep_copy_stats: bool = True
     # Trust an edit that turns one name the instruction quotes into another from its first
@@ -67,7 +62,7 @@ class LookupTuning:
         if self.stats_prior_weight <= 0 or self.min_seen < 1:
             raise ValueError(f"lookup stats_prior_weight must be > 0 and min_seen >= 1, got "
                              f"{self.stats_prior_weight}, {self.min_seen}")
-        for name in ("prior_fresh", "prior_in_line", "prior_away", "prior_opening"):
+        for name in ("prior_fresh", "prior_opening"):
             prior = getattr(self, name)
             if len(prior) != N_BUCKETS or not all(0.0 <= a <= 1.0 for a in prior):
                 raise ValueError(f"lookup {name} must hold {N_BUCKETS} probabilities, got {prior}")
