@@ -12,8 +12,6 @@ over the rounds.
 
 from __future__ import annotations
 
-import math
-import random
 import statistics
 import time
 from dataclasses import dataclass
@@ -24,6 +22,7 @@ import numpy as np
 
 from .. import weights
 from ..backend import ContextConfig, LlamaBackend, ggml_library
+from .pooled import geometric_mean
 
 # Context depth the decodes are timed at, and the tokens of a verification.
 DEPTH = 256
@@ -77,13 +76,6 @@ def _time(backend: LlamaBackend, n: int) -> float:
     return statistics.median(times)
 
 
-def _interval(ratios: list[float], rng: random.Random) -> tuple[float, float, float]:
-    logs = [math.log(r) for r in ratios]
-    means = sorted(statistics.fmean(rng.choices(logs, k=len(logs))) for _ in range(RESAMPLES))
-    lo, hi = means[int(0.025 * RESAMPLES)], means[int(0.975 * RESAMPLES) - 1]
-    return math.exp(statistics.fmean(logs)), math.exp(lo), math.exp(hi)
-
-
 def time_placements(path: Path, rounds: int, n_threads: int | None, amx: bool = False,
                     progress: Callable[[str], None] = lambda line: None) -> list[Ratio]:
     """Ratios of every placement but the default, for both kinds of decode."""
@@ -103,12 +95,13 @@ def time_placements(path: Path, rounds: int, n_threads: int | None, amx: bool = 
                 for n in (1, VERIFY):
                     seconds.setdefault((name, n), []).append(_time(backends[name], n))
             progress(f"round {r + 1}/{rounds}")
-        rng = random.Random(0)
         out = []
         for name in names[1:]:
             for n, kind in ((1, "decode"), (VERIFY, "verify")):
                 per_round = [a / b for a, b in zip(seconds[(DEFAULT, n)], seconds[(name, n)])]
-                out.append(Ratio(name, kind, *_interval(per_round, rng), backends[name].placement.summary))
+                pooled = geometric_mean(per_round, draws=RESAMPLES)
+                assert pooled.low is not None and pooled.high is not None  # drawn: RESAMPLES > 0
+                out.append(Ratio(name, kind, pooled.value, pooled.low, pooled.high, backends[name].placement.summary))
         return out
     finally:
         for b in backends.values():
